@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+/* Log lines go to the caller's callback, or to stderr as one write each. */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static const char *const level_names[] = { "error", "warn", "info", "debug" };
+
+int haccel__log_level_parse(const char *s)
+{
+	if (!s || !*s)
+		return -EINVAL;
+	if (s[0] >= '0' && s[0] <= '3' && s[1] == '\0')
+		return s[0] - '0';
+	for (int i = 0; i < 4; i++)
+		if (!strcasecmp(s, level_names[i]))
+			return i;
+	return -EINVAL;
+}
+
+void haccel__log(const struct haccel_ctx *ctx, int level, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	int n;
+
+	if (!ctx || level > ctx->log_level)
+		return;
+	if (level < 0)
+		level = 0;
+	if (level > HACCEL_LOG_DEBUG)
+		level = HACCEL_LOG_DEBUG;
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if (ctx->log_fn) {
+		ctx->log_fn(ctx->log_user, level, line);
+		return;
+	}
+	/* One write per line so lines of concurrent threads never interleave. */
+	char out[1100];
+	n = snprintf(out, sizeof(out), "haccel: %s: %s\n", level_names[level], line);
+	if (n > 0) {
+		size_t len = (size_t)n < sizeof(out) ? (size_t)n : sizeof(out) - 1;
+		ssize_t w = write(STDERR_FILENO, out, len);
+		(void)w;
+	}
+}

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Host backend: anonymous memory, faulted in at creation so no page fault
+ * ever lands on the per-token path, with transparent huge pages requested
+ * to keep TLB misses off large pools.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "core/log.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+static int host_alloc(struct haccel_ctx *ctx, uint64_t bytes, void **ptr)
+{
+	void *p;
+
+	if (bytes == 0 || bytes > (uint64_t)SIZE_MAX)
+		return -EINVAL;
+	p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED) {
+		int e = errno;
+		haccel__err(ctx, "host pool: mmap of %llu bytes failed: %s",
+			    (unsigned long long)bytes, strerror(e));
+		return -ENOMEM;
+	}
+	/* Advice only: without THP the pool still works, on 4 KiB pages. */
+	(void)madvise(p, (size_t)bytes, MADV_HUGEPAGE);
+	if (madvise(p, (size_t)bytes, MADV_POPULATE_WRITE) != 0) {
+		int e = errno;
+		if (e == ENOMEM || e == EFAULT || e == EHWPOISON) {
+			haccel__err(ctx, "host pool: cannot populate %llu bytes: %s",
+				    (unsigned long long)bytes, strerror(e));
+			munmap(p, (size_t)bytes);
+			return -ENOMEM;
+		}
+		/* Kernels before 5.14 lack POPULATE_WRITE: touch each page. */
+		long pg = sysconf(_SC_PAGESIZE);
+		if (pg <= 0)
+			pg = 4096;
+		for (uint64_t off = 0; off < bytes; off += (uint64_t)pg)
+			((volatile char *)p)[off] = 0;
+	}
+	*ptr = p;
+	return 0;
+}
+
+static void host_free(struct haccel_ctx *ctx, void *ptr, uint64_t bytes)
+{
+	if (ptr)
+		munmap(ptr, (size_t)bytes);
+}
+
+static int host_copy(struct haccel_ctx *ctx, const struct haccel__mem_copy *c,
+		     uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		memcpy(c[i].dst, c[i].src, (size_t)c[i].bytes);
+	return 0;
+}
+
+static int host_zero(struct haccel_ctx *ctx, void *ptr, uint64_t bytes)
+{
+	memset(ptr, 0, (size_t)bytes);
+	return 0;
+}
+
+static const struct haccel__mem_ops host_ops = {
+	.name = "host",
+	.alloc = host_alloc,
+	.free = host_free,
+	.copy = host_copy,
+	.zero = host_zero,
+};
+
+const struct haccel__mem_ops *haccel__mem_ops_get(uint32_t kind)
+{
+	switch (kind) {
+	case HACCEL_MEM_HOST:
+		return &host_ops;
+	default:
+		return NULL;
+	}
+}

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/* Shared by the command-line tools: exit codes, output, time, sizes. */
+#ifndef HACCEL_TOOLS_COMMON_H
+#define HACCEL_TOOLS_COMMON_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit codes of every tool. */
+#define EXIT_OK 0
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+
+/* Program name for messages ("haccel-ctl"). */
+extern const char *tool_name;
+
+/* "haccel-ctl: message" on stderr. */
+void tool_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Print v as indented JSON on stdout, newline-terminated; steals v. */
+int tool_print_json(json_t *v);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t tool_now_ns(void);
+
+/* "1.5 GiB" style, into buf. */
+const char *tool_bytes(uint64_t n, char *buf, size_t len);
+
+/* Parse an unsigned size with optional K/M/G/T suffix (powers of 1024).
+ * Returns 0 or -EINVAL. */
+int tool_parse_size(const char *s, uint64_t *out);
+
+/* Parse an unsigned integer in [min, max]. Returns 0 or -EINVAL. */
+int tool_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+
+/* Read a whole small file (sysfs, procfs) into buf, trailing newline
+ * removed. Returns bytes read or -errno. */
+int tool_read_file(const char *path, char *buf, size_t len);
+
+#endif /* HACCEL_TOOLS_COMMON_H */
