@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -18,15 +19,40 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
+#define HUGE_ALIGN (2u << 20)
+
+/*
+ * Map bytes at a 2 MiB boundary so transparent huge pages can back all of
+ * it: map a little more, then unmap the unaligned head and the tail, which
+ * leaves exactly [p, p + bytes) mapped for munmap() to release.
+ */
+static void *map_aligned(uint64_t bytes)
+{
+	size_t len = (size_t)bytes + HUGE_ALIGN;
+	char *raw, *p;
+
+	if (len < bytes)
+		return NULL;
+	raw = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (raw == MAP_FAILED)
+		return NULL;
+	p = (char *)(((uintptr_t)raw + HUGE_ALIGN - 1) & ~(uintptr_t)(HUGE_ALIGN - 1));
+	if (p > raw)
+		munmap(raw, (size_t)(p - raw));
+	if (raw + len > p + bytes)
+		munmap(p + bytes, (size_t)(raw + len - (p + bytes)));
+	return p;
+}
+
 static int host_alloc(struct haccel_ctx *ctx, uint64_t bytes, void **ptr)
 {
 	void *p;
 
 	if (bytes == 0 || bytes > (uint64_t)SIZE_MAX)
 		return -EINVAL;
-	p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED) {
+	p = map_aligned(bytes);
+	if (!p) {
 		int e = errno;
 		haccel__err(ctx, "host pool: mmap of %llu bytes failed: %s",
 			    (unsigned long long)bytes, strerror(e));
