@@ -323,6 +323,26 @@ static int size_pool(struct haccel_ctx *ctx, const struct haccel_kv_pool_config 
 
 static uint64_t meta_bytes(const struct haccel_kv_pool *p);
 
+/* Free the host bookkeeping arrays (NULL ones too: calloc'd pool struct). */
+static void free_meta(struct haccel_kv_pool *p)
+{
+	free(p->bt);
+	free(p->seqs);
+	free(p->tokens);
+	free(p->parent);
+	free(p->link);
+	free(p->serial);
+	free(p->key);
+	free(p->lru_next);
+	free(p->lru_prev);
+	free(p->free_ids);
+	free(p->state);
+	free(p->ref);
+	free(p->cow);
+	free(p->region_bpt);
+	free(p->region_base);
+}
+
 #define CALLOC_N(ptr, n)                                                      \
 	do {                                                                  \
 		(ptr) = calloc((size_t)(n) + 1, sizeof(*(ptr))); \
@@ -441,21 +461,7 @@ int haccel_kv_pool_create(struct haccel_ctx *ctx,
 err_map:
 	haccel__map_fini(&p->map);
 err_meta:
-	free(p->bt);
-	free(p->seqs);
-	free(p->tokens);
-	free(p->parent);
-	free(p->link);
-	free(p->serial);
-	free(p->key);
-	free(p->lru_next);
-	free(p->lru_prev);
-	free(p->free_ids);
-	free(p->state);
-	free(p->ref);
-	free(p->cow);
-	free(p->region_bpt);
-	free(p->region_base);
+	free_meta(p);
 err_pool:
 	free(p);
 	return ret;
@@ -467,21 +473,7 @@ void haccel_kv_pool_destroy(struct haccel_kv_pool *p)
 		return;
 	p->mem->free(p->ctx, p->base, p->bytes);
 	haccel__map_fini(&p->map);
-	free(p->bt);
-	free(p->seqs);
-	free(p->tokens);
-	free(p->parent);
-	free(p->link);
-	free(p->serial);
-	free(p->key);
-	free(p->lru_next);
-	free(p->lru_prev);
-	free(p->free_ids);
-	free(p->state);
-	free(p->ref);
-	free(p->cow);
-	free(p->region_bpt);
-	free(p->region_base);
+	free_meta(p);
 	free(p);
 }
 

@@ -141,6 +141,19 @@ static int validate_config(struct haccel_ctx *ctx,
 	return 0;
 }
 
+/* Free the host bookkeeping arrays (NULL ones too). */
+static void free_meta(struct haccel_state_pool *p)
+{
+	free(p->ck_next);
+	free(p->ck_prev);
+	free(p->ck_free);
+	free(p->ck_used);
+	free(p->ck_pos);
+	free(p->ck_key);
+	free(p->slot_free);
+	free(p->slot_used);
+}
+
 int haccel_state_pool_create(struct haccel_ctx *ctx,
 			     const struct haccel_state_pool_config *cfg,
 			     struct haccel_state_pool **out)
@@ -242,14 +255,7 @@ err_map:
 	if (c.n_checkpoints)
 		haccel__map_fini(&p->map);
 err_meta:
-	free(p->ck_next);
-	free(p->ck_prev);
-	free(p->ck_free);
-	free(p->ck_used);
-	free(p->ck_pos);
-	free(p->ck_key);
-	free(p->slot_free);
-	free(p->slot_used);
+	free_meta(p);
 	free(p);
 	return ret;
 }
@@ -261,14 +267,7 @@ void haccel_state_pool_destroy(struct haccel_state_pool *p)
 	p->mem->free(p->ctx, p->base, p->bytes);
 	if (p->cfg.n_checkpoints)
 		haccel__map_fini(&p->map);
-	free(p->ck_next);
-	free(p->ck_prev);
-	free(p->ck_free);
-	free(p->ck_used);
-	free(p->ck_pos);
-	free(p->ck_key);
-	free(p->slot_free);
-	free(p->slot_used);
+	free_meta(p);
 	free(p);
 }
 
