@@ -2,9 +2,12 @@
 /* Context lifetime, version queries, versioned config structs. */
 #include "config.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "hostmem/hostmem.h"
 #include "log.h"
 
 #define HACCEL__STR2(x) #x
@@ -78,6 +81,15 @@ int haccel_open(const struct haccel_open_params *params,
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
+	ret = haccel__hostmem_ctx_init(ctx);
+	if (ret) {
+		free(ctx);
+		return ret;
+	}
+	pthread_mutex_init(&ctx->lock, NULL);
+	env = getenv("HACCEL_SYSFS_ROOT");
+	snprintf(ctx->sysfs_root, sizeof(ctx->sysfs_root), "%s",
+		 env && *env ? env : "/sys");
 	ctx->log_level = p.log_level;
 	ctx->log_fn = p.log_fn;
 	ctx->log_user = p.log_user;
@@ -98,5 +110,23 @@ int haccel_open(const struct haccel_open_params *params,
 
 void haccel_close(struct haccel_ctx *ctx)
 {
+	if (!ctx)
+		return;
+	haccel__hostmem_ctx_fini(ctx);
+	pthread_mutex_destroy(&ctx->lock);
 	free(ctx);
+}
+
+const char *haccel__sysfs_path(const struct haccel_ctx *ctx, char *buf,
+			       size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	int n = snprintf(buf, len, "%s/", ctx->sysfs_root);
+
+	if (n < 0 || (size_t)n >= len)
+		n = 0;
+	va_start(ap, fmt);
+	vsnprintf(buf + n, len - (size_t)n, fmt, ap);
+	va_end(ap);
+	return buf;
 }

@@ -3,7 +3,13 @@
 #ifndef HACCEL_CORE_CTX_H
 #define HACCEL_CORE_CTX_H
 
+#include <stddef.h>
+
 #include "haccel.h"
+
+#include <pthread.h>
+
+struct haccel_hostmem_stats;
 
 struct haccel_ctx {
 	/* Set at open, read-only after: a context may be shared by threads
@@ -11,7 +17,26 @@ struct haccel_ctx {
 	int log_level;
 	void (*log_fn)(void *user, int level, const char *msg);
 	void *log_user;
+	char sysfs_root[256];        /* $HACCEL_SYSFS_ROOT or "/sys" */
+
+	/* Protected by lock: written by any thread. */
+	pthread_mutex_t lock;
+	char last_error[1024];
+	struct haccel_hostmem_stats *hostmem_stats; /* owned, see hostmem.c */
 };
+
+/*
+ * Log msg at error level and keep it as the context's last error (see
+ * haccel_last_error()); returns status, so that `return haccel__fail(ctx,
+ * -EINVAL, "...")` reports and fails in one step.
+ */
+int haccel__fail(struct haccel_ctx *ctx, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Join root and a relative sysfs path ("devices/system/node") into buf. */
+const char *haccel__sysfs_path(const struct haccel_ctx *ctx, char *buf,
+			       size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 /*
  * Copy a caller's versioned config struct into a full-size local copy:

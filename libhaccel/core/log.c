@@ -24,6 +24,8 @@ int haccel__log_level_parse(const char *s)
 	return -EINVAL;
 }
 
+static void emit(const struct haccel_ctx *ctx, int level, const char *line);
+
 void haccel__log(const struct haccel_ctx *ctx, int level, const char *fmt, ...)
 {
 	char line[1024];
@@ -39,8 +41,49 @@ void haccel__log(const struct haccel_ctx *ctx, int level, const char *fmt, ...)
 	va_start(ap, fmt);
 	n = vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	if (n < 0)
-		return;
+	if (n >= 0)
+		emit(ctx, level, line);
+}
+
+int haccel__fail(struct haccel_ctx *ctx, int status, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	if (!ctx)
+		return status;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&ctx->lock);
+	memcpy(ctx->last_error, line, sizeof(line));
+	pthread_mutex_unlock(&ctx->lock);
+	if (ctx->log_level >= HACCEL_LOG_ERROR)
+		emit(ctx, HACCEL_LOG_ERROR, line);
+	return status;
+}
+
+size_t haccel_last_error(struct haccel_ctx *ctx, char *buf, size_t len)
+{
+	size_t n;
+
+	if (!ctx)
+		return 0;
+	pthread_mutex_lock(&ctx->lock);
+	n = strlen(ctx->last_error);
+	if (buf && len) {
+		size_t c = n < len - 1 ? n : len - 1;
+		memcpy(buf, ctx->last_error, c);
+		buf[c] = '\0';
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	return n;
+}
+
+static void emit(const struct haccel_ctx *ctx, int level, const char *line)
+{
+	int n;
+
 	if (ctx->log_fn) {
 		ctx->log_fn(ctx->log_user, level, line);
 		return;

@@ -125,6 +125,13 @@ HACCEL_API int haccel_open(const struct haccel_open_params *params,
 /* Release a context. NULL is ignored. Pools made from it must be gone. */
 HACCEL_API void haccel_close(struct haccel_ctx *ctx);
 
+/*
+ * Copy the context's most recent detailed error message (which file, which
+ * tensor, which rule; which limit and how to raise it) into buf, NUL
+ * terminated. Returns the message length (0: none yet). Thread-safe.
+ */
+HACCEL_API size_t haccel_last_error(struct haccel_ctx *ctx, char *buf, size_t len);
+
 /* Where a pool's memory lives. */
 enum haccel_mem_kind {
 	HACCEL_MEM_HOST = 0, /* anonymous host memory, populated at creation */
@@ -436,6 +443,302 @@ HACCEL_API int haccel_state_ckpt_restore(struct haccel_state_pool *pool,
 /* Drop checkpoint ckpt. Returns 0, -EINVAL, -ENOENT. */
 HACCEL_API int haccel_state_ckpt_drop(struct haccel_state_pool *pool,
 				      uint32_t ckpt);
+
+/* ------------------------------------------------------------------------ */
+/* NUMA topology                                                            */
+
+#define HACCEL_MAX_NODES 64
+#define HACCEL_MAX_CPUS 1024
+
+struct haccel_numa_node {
+	int32_t id;
+	uint32_t n_cpus;
+	uint64_t mem_total;     /* bytes; 0 when sysfs does not say */
+	uint64_t mem_free;
+	uint64_t cpus[HACCEL_MAX_CPUS / 64]; /* bit c set: CPU c is on this node */
+};
+
+/*
+ * Describe the NUMA nodes, read from sysfs (under $HACCEL_SYSFS_ROOT when
+ * set, else /sys). Fills up to max entries in id order and returns the
+ * number of nodes (a machine without NUMA reports one node 0), or -errno.
+ */
+HACCEL_API int haccel_numa_nodes(struct haccel_ctx *ctx,
+				 struct haccel_numa_node *nodes, uint32_t max);
+
+/*
+ * NUMA node of a PCI device such as a GPU, from its bus id ("0000:3b:00.0";
+ * the "0000:" domain may be omitted; any case). *node is -1 when the
+ * platform does not say (one node). Returns 0, -EINVAL (malformed id),
+ * -ENOENT (no such device).
+ */
+HACCEL_API int haccel_numa_node_of_pci(struct haccel_ctx *ctx,
+				       const char *bus_id, int *node);
+
+/* ------------------------------------------------------------------------ */
+/* Pinned host memory                                                       */
+
+struct haccel_hostmem;
+
+#define HACCEL_NODE_ANY (-1)
+
+/* Use hugetlbfs pages (MAP_HUGETLB); fail if the pool has too few. */
+#define HACCEL_HOSTMEM_HUGETLB (1u << 0)
+/* 4 KiB pages only (no transparent huge pages). */
+#define HACCEL_HOSTMEM_NO_HUGE (1u << 1)
+/* If locking fails (RLIMIT_MEMLOCK), continue unpinned: logged and counted. */
+#define HACCEL_HOSTMEM_ALLOW_UNPINNED (1u << 2)
+/* If binding to the node fails, continue wherever the kernel puts it. */
+#define HACCEL_HOSTMEM_ALLOW_UNPLACED (1u << 3)
+
+struct haccel_hostmem_params {
+	uint32_t size;    /* sizeof(struct haccel_hostmem_params) */
+	uint32_t flags;   /* HACCEL_HOSTMEM_* */
+	int32_t node;     /* NUMA node, or HACCEL_NODE_ANY */
+	uint32_t reserved;
+	uint64_t bytes;   /* exact size wanted (> 0) */
+};
+
+/* Defaults: any node, transparent huge pages when available, no fallbacks. */
+HACCEL_API void haccel_hostmem_params_init(struct haccel_hostmem_params *p);
+
+/*
+ * Allocate host memory that is mapped, placed on p->node (mbind), faulted in
+ * and locked, ready to be registered with io_uring (and with CUDA by the GPU
+ * backend). The size is exact, rounded only to the page size used. Failure
+ * says which step failed and why (RLIMIT_MEMLOCK, node without memory, no
+ * huge pages) through haccel_last_error(). Returns 0, -EINVAL, -ENOMEM,
+ * -EPERM (locking refused), -ENODEV (no such node).
+ */
+HACCEL_API int haccel_hostmem_alloc(struct haccel_ctx *ctx,
+				    const struct haccel_hostmem_params *p,
+				    struct haccel_hostmem **out);
+/* Unlock, unmap and forget the buffer. NULL is ignored. */
+HACCEL_API void haccel_hostmem_free(struct haccel_hostmem *m);
+
+enum haccel_huge_kind {
+	HACCEL_HUGE_NONE = 0,    /* 4 KiB pages */
+	HACCEL_HUGE_THP = 1,     /* transparent huge pages requested */
+	HACCEL_HUGE_HUGETLB = 2, /* hugetlbfs pages */
+};
+
+struct haccel_hostmem_info {
+	void *ptr;
+	uint64_t bytes;        /* as requested */
+	uint64_t mapped_bytes; /* rounded to page_size */
+	uint64_t page_size;
+	int32_t node;          /* node it is bound to, -1 if unplaced */
+	uint32_t pinned;       /* 1 when locked */
+	uint32_t huge;         /* enum haccel_huge_kind */
+	uint32_t reserved;
+};
+
+/* Describe a buffer. Returns 0 or -EINVAL. */
+HACCEL_API int haccel_hostmem_info(const struct haccel_hostmem *m,
+				   struct haccel_hostmem_info *out);
+
+struct haccel_hostmem_stats {
+	uint64_t bytes_pinned[HACCEL_MAX_NODES]; /* locked, bound to node i */
+	uint64_t bytes_pinned_unplaced;          /* locked, on no particular node */
+	uint64_t bytes_unpinned;                 /* allowed fallback: not locked */
+	uint64_t buffers;                        /* live buffers */
+	uint64_t fallbacks_unpinned;             /* buffers that fell back, ever */
+	uint64_t fallbacks_unplaced;
+	uint64_t io_uring_registrations;         /* buffers registered, ever */
+	uint64_t cuda_registrations;
+};
+
+/* The context's host memory counters. Returns 0 or -EINVAL. */
+HACCEL_API int haccel_hostmem_stats(struct haccel_ctx *ctx,
+				    struct haccel_hostmem_stats *out);
+
+/* ------------------------------------------------------------------------ */
+/* Weights: safetensors checkpoints                                         */
+
+struct haccel_weights;
+
+enum haccel_dtype {
+	HACCEL_DTYPE_BOOL = 0,
+	HACCEL_DTYPE_U8,
+	HACCEL_DTYPE_I8,
+	HACCEL_DTYPE_F8_E4M3,
+	HACCEL_DTYPE_F8_E5M2,
+	HACCEL_DTYPE_F8_E8M0,
+	HACCEL_DTYPE_I16,
+	HACCEL_DTYPE_U16,
+	HACCEL_DTYPE_F16,
+	HACCEL_DTYPE_BF16,
+	HACCEL_DTYPE_I32,
+	HACCEL_DTYPE_U32,
+	HACCEL_DTYPE_F32,
+	HACCEL_DTYPE_I64,
+	HACCEL_DTYPE_U64,
+	HACCEL_DTYPE_F64,
+	HACCEL_DTYPE_C64,
+	HACCEL_DTYPE_F4,       /* packed two per byte */
+	HACCEL_DTYPE_F6_E2M3,  /* packed, 6 bits each */
+	HACCEL_DTYPE_F6_E3M2,
+	HACCEL_DTYPE_COUNT
+};
+
+/* The safetensors name of a dtype ("BF16"), or NULL. */
+HACCEL_API const char *haccel_dtype_name(uint32_t dtype);
+/* Bits per element, 0 for an unknown dtype. */
+HACCEL_API uint32_t haccel_dtype_bits(uint32_t dtype);
+
+#define HACCEL_MAX_DIMS 16
+
+struct haccel_tensor_info {
+	const char *name;       /* owned by the weights object */
+	uint32_t dtype;         /* enum haccel_dtype */
+	uint32_t n_dims;
+	uint64_t shape[HACCEL_MAX_DIMS];
+	uint32_t file;          /* index into the checkpoint's files */
+	uint32_t reserved;
+	uint64_t file_offset;   /* absolute byte offset in its file */
+	uint64_t bytes;
+	uint64_t dest_offset;   /* where a host load places it (see haccel_load) */
+	uint64_t checksum;      /* stored XXH3-64, valid when has_checksum */
+	uint32_t has_checksum;
+	uint32_t reserved2;
+};
+
+/*
+ * Open a checkpoint: a .safetensors file, a model.safetensors.index.json, or
+ * a directory holding either (the index wins). Every header is parsed and
+ * validated in full (offsets inside the file, sizes equal to shape x dtype,
+ * no overlaps, no holes, no duplicates, known dtypes, header at most 100 MB;
+ * for an index, every shard present and every tensor in exactly one shard)
+ * before anything is returned; no tensor data is read. A rejection names the
+ * file, the tensor and the rule (haccel_last_error()). flags: none yet.
+ * Returns 0, -EINVAL, -ENOENT, -EBADMSG (malformed), -EIO, -ENOMEM.
+ */
+HACCEL_API int haccel_weights_open(struct haccel_ctx *ctx, const char *path,
+				   uint32_t flags, struct haccel_weights **out);
+/* Close the checkpoint. NULL is ignored. */
+HACCEL_API void haccel_weights_close(struct haccel_weights *w);
+
+struct haccel_weights_info {
+	uint32_t n_files;
+	uint32_t n_tensors;
+	uint64_t tensor_bytes;  /* sum of tensor sizes */
+	uint64_t file_bytes;    /* sum of file sizes */
+	uint64_t dest_bytes;    /* size of a host load destination */
+	uint32_t n_checksums;   /* tensors with a stored checksum */
+	uint32_t reserved;
+};
+
+/* Describe the checkpoint. Returns 0 or -EINVAL. */
+HACCEL_API int haccel_weights_info(const struct haccel_weights *w,
+				   struct haccel_weights_info *out);
+/* Tensor i in file order (file, then offset). Returns 0, -EINVAL, -ERANGE. */
+HACCEL_API int haccel_weights_tensor(const struct haccel_weights *w, uint32_t i,
+				     struct haccel_tensor_info *out);
+/* Index of the tensor called name. Returns 0 or -ENOENT. */
+HACCEL_API int haccel_weights_find(const struct haccel_weights *w,
+				   const char *name, uint32_t *index);
+/* Path of file i (owned by w), or NULL when out of range. */
+HACCEL_API const char *haccel_weights_file(const struct haccel_weights *w,
+					   uint32_t i);
+/*
+ * Entry i of file f's __metadata__ (strings owned by w). Returns 0, -EINVAL,
+ * -ERANGE (past the last entry).
+ */
+HACCEL_API int haccel_weights_metadata(const struct haccel_weights *w,
+				       uint32_t file, uint32_t i,
+				       const char **key, const char **value);
+
+/* Metadata key prefix of a stored tensor checksum: "haccel.xxh3:<tensor>"
+ * = 16 lowercase hex digits of XXH3-64 over the tensor's bytes. */
+#define HACCEL_CHECKSUM_PREFIX "haccel.xxh3:"
+
+/* ------------------------------------------------------------------------ */
+/* Loading weights                                                          */
+
+/*
+ * Where loaded bytes go. The loader calls put() for each piece of a tensor
+ * as it arrives, in file order, with the bytes in staging buffer `buf`. A
+ * sink may copy asynchronously (a GPU copy on a stream): then the loader
+ * calls wait(buf) before it reuses that staging buffer, and finish() at the
+ * end. When direct_base is set (host memory laid out as dest_offset says),
+ * a buffered load may read straight into it and skip put().
+ */
+struct haccel_sink {
+	void *user;
+	int (*put)(void *user, uint32_t tensor, uint64_t offset,
+		   const void *src, uint64_t bytes, uint32_t buf);
+	int (*wait)(void *user, uint32_t buf);  /* NULL: put is synchronous */
+	int (*finish)(void *user);              /* NULL: nothing to finish */
+	void *direct_base;
+	uint64_t direct_bytes;
+};
+
+/* A sink that copies into host memory at base + tensor.dest_offset;
+ * bytes must be at least haccel_weights_info().dest_bytes. */
+struct haccel_host_sink {
+	struct haccel_sink sink;
+	void *base;
+	uint64_t bytes;
+};
+HACCEL_API void haccel_host_sink_init(struct haccel_host_sink *s, void *base,
+				      uint64_t bytes);
+
+/* O_DIRECT reads through pinned staging buffers (default: when the file is
+ * not already in the page cache). */
+#define HACCEL_LOAD_DIRECT (1u << 0)
+/* Buffered reads through the page cache (default: when it is cached). */
+#define HACCEL_LOAD_BUFFERED (1u << 1)
+/* Check each tensor's XXH3-64 against its stored checksum. */
+#define HACCEL_LOAD_VERIFY (1u << 2)
+/* Progress on stderr (bytes, GB/s, ETA), only when stderr is a terminal. */
+#define HACCEL_LOAD_PROGRESS (1u << 3)
+/* Use the pread thread pool instead of io_uring (HACCEL_FORCE_PREAD=1 too). */
+#define HACCEL_LOAD_PREAD (1u << 4)
+
+struct haccel_load_params {
+	uint32_t size;         /* sizeof(struct haccel_load_params) */
+	uint32_t flags;        /* HACCEL_LOAD_* */
+	uint32_t queue_depth;  /* reads in flight (default 32) */
+	uint32_t chunk_bytes;  /* bytes per read (default 4 MiB) */
+	uint32_t threads;      /* pread pool / copy threads (default 8) */
+	int32_t node;          /* NUMA node of staging and I/O (default any) */
+	uint32_t hostmem_flags; /* HACCEL_HOSTMEM_* for the staging buffers */
+	uint32_t reserved;
+};
+
+/* Defaults as above. */
+HACCEL_API void haccel_load_params_init(struct haccel_load_params *p);
+
+enum haccel_io_path {
+	HACCEL_IO_URING = 0,
+	HACCEL_IO_PREAD = 1,
+};
+
+struct haccel_load_stats {
+	uint64_t tensor_bytes;   /* bytes delivered to the sink */
+	uint64_t read_bytes;     /* bytes read from files (aligned extents) */
+	uint64_t ns;             /* wall time of the load */
+	uint32_t io_path;        /* enum haccel_io_path */
+	uint32_t direct;         /* 1: O_DIRECT, 0: buffered */
+	uint32_t tensors_verified;
+	uint32_t tensors_unverified; /* verify asked, no stored checksum */
+	uint64_t short_reads;    /* partial reads resubmitted */
+	uint64_t retries;        /* EINTR/EAGAIN resubmissions */
+	char fallback_reason[160]; /* why io_uring was not used, or "" */
+};
+
+/*
+ * Read every tensor of w into sink. Checks each file is still what was
+ * opened (size, modification time) before and after, so a truncated or
+ * rewritten file is an error, never garbage. On failure the sink may hold
+ * part of the data. p may be NULL for defaults; stats may be NULL.
+ * Returns 0, -EIO, -EBADMSG (checksum mismatch, file changed), -ENOMEM,
+ * -EINVAL, or the sink's error.
+ */
+HACCEL_API int haccel_load(struct haccel_weights *w,
+			   const struct haccel_load_params *p,
+			   const struct haccel_sink *sink,
+			   struct haccel_load_stats *stats);
 
 #ifdef __cplusplus
 }
