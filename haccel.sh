@@ -5,7 +5,8 @@
 #
 #   ./haccel.sh demo    install build dependencies, build, run the main job
 #   ./haccel.sh test    install build dependencies, build, run the whole test
-#                       suite: make check, make check under ASan+UBSan, and
+#                       suite: make check, make check under ASan+UBSan, a
+#                       60-second fuzz run of the safetensors parser, and
 #                       make distcheck
 #   ./haccel.sh deps    only install the build dependencies
 #   ./haccel.sh build   only configure and build into ./build
@@ -15,7 +16,9 @@
 set -euo pipefail
 
 cd "$(dirname "$0")"
-PKGS=(build-essential autoconf automake libtool pkg-config libjansson-dev libxxhash-dev xz-utils valgrind)
+PKGS=(build-essential autoconf automake libtool pkg-config libjansson-dev
+	libxxhash-dev liburing-dev libnuma-dev xz-utils valgrind
+	clang libclang-rt-14-dev llvm)
 JOBS=$(nproc 2>/dev/null || echo 2)
 
 say() { printf '\n==> %s\n' "$*"; }
@@ -73,6 +76,12 @@ test_all() {
 	build build-asan --enable-sanitizers
 	say "make check (ASan + UBSan)"
 	make -C build-asan -j"$JOBS" check VERBOSE=1 || status=1
+	say "fuzzing the safetensors parser for 60 s (libFuzzer)"
+	tests/fuzz/run-fuzz.sh 60 "$PWD/build/fuzz" >build/fuzz.log 2>&1 || {
+		tail -n 40 build/fuzz.log
+		status=1
+	}
+	tail -n 3 build/fuzz.log
 	say "make distcheck"
 	make -C build -j"$JOBS" distcheck >build/distcheck.log 2>&1 || {
 		tail -n 60 build/distcheck.log
@@ -88,7 +97,7 @@ test) test_all ;;
 deps) deps ;;
 build) deps && build build ;;
 *)
-	sed -n '3,14p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '3,15p' "$0" | sed 's/^# \{0,1\}//'
 	[ -n "${1:-}" ] && exit 2
 	exit 0
 	;;

@@ -7,6 +7,8 @@
 
 /* haccel-bench pools [OPTIONS]: returns an exit code. */
 int bench_pools(int argc, char **argv, int json);
+/* haccel-bench stream PATH [OPTIONS]: returns an exit code. */
+int bench_stream(int argc, char **argv, int json);
 
 /*
  * One timed measurement: fn runs `iters` iterations and returns the work

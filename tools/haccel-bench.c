@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* haccel-bench: measure haccel's pools (later: streaming, kernels, decode). */
+/* haccel-bench: measure haccel's pools and weight loading (later: kernels, decode). */
 #include "config.h"
 
 #include <getopt.h>
@@ -18,6 +18,8 @@ static void usage(FILE *f)
 		"Benchmarks:\n"
 		"  pools    KV page alloc+free, prefix-cache hits, fork + copy-on-write,\n"
 		"           recurrent-state checkpoint save/restore against memcpy\n"
+		"  stream   weight loading from disk against the disk ceiling and a plain\n"
+		"           mmap + memcpy loader, cold and warm\n"
 		"\n"
 		"Run 'haccel-bench BENCHMARK --help' for its options. See haccel-bench(1).\n"
 		"Exit status: 0 success, 1 failure, 2 usage error.\n");
@@ -96,6 +98,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[i], "pools"))
 		return bench_pools(argc - i, argv + i, json);
+	if (!strcmp(argv[i], "stream"))
+		return bench_stream(argc - i, argv + i, json);
 	tool_err("unknown benchmark '%s' (see haccel-bench --help)", argv[i]);
 	return EXIT_USAGE;
 }

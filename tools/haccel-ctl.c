@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* haccel-ctl: administer a haccel node (version, doctor; later: driver, weights, model). */
+/* haccel-ctl: administer a haccel node (version, doctor, weights; later: driver, model). */
 #include "config.h"
 
 #include <getopt.h>
@@ -9,6 +9,7 @@
 #include "common.h"
 #include "doctor.h"
 #include "haccel.h"
+#include "weights.h"
 
 static void usage(FILE *f)
 {
@@ -19,6 +20,8 @@ static void usage(FILE *f)
 		"  version     print the versions of haccel-ctl and of the loaded libhaccel\n"
 		"  doctor      probe what this node supports: io_uring, RLIMIT_MEMLOCK,\n"
 		"              NUMA nodes, huge pages, CUDA driver and GPUs, haccel.ko\n"
+		"  weights     inspect or verify a safetensors checkpoint\n"
+		"              (haccel-ctl weights --help)\n"
 		"  help        print this help\n"
 		"\n"
 		"Options:\n"
@@ -73,6 +76,16 @@ int main(int argc, char **argv)
 	int json = 0, help = 0, c;
 
 	tool_name = "haccel-ctl";
+	/* weights has its own arguments: hand it the command line whole. The
+	 * global options take no argument, so the first word that is not an
+	 * option is the command. */
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		if (argv[i][0] == '-')
+			continue;
+		if (!strcmp(argv[i], "weights"))
+			return weights_main(argc, argv);
+		break;
+	}
 	/* Options may come before or after the command. */
 	while ((c = getopt_long(argc, argv, "jhV", opts, NULL)) != -1) {
 		switch (c) {

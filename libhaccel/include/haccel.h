@@ -461,7 +461,9 @@ struct haccel_numa_node {
 /*
  * Describe the NUMA nodes, read from sysfs (under $HACCEL_SYSFS_ROOT when
  * set, else /sys). Fills up to max entries in id order and returns the
- * number of nodes (a machine without NUMA reports one node 0), or -errno.
+ * number of nodes (a machine without NUMA reports one node 0), or -ENOENT
+ * (no sysfs), -EBADMSG (a malformed cpulist or meminfo), -ERANGE (a CPU
+ * beyond HACCEL_MAX_CPUS), -EINVAL.
  */
 HACCEL_API int haccel_numa_nodes(struct haccel_ctx *ctx,
 				 struct haccel_numa_node *nodes, uint32_t max);
@@ -470,7 +472,7 @@ HACCEL_API int haccel_numa_nodes(struct haccel_ctx *ctx,
  * NUMA node of a PCI device such as a GPU, from its bus id ("0000:3b:00.0";
  * the "0000:" domain may be omitted; any case). *node is -1 when the
  * platform does not say (one node). Returns 0, -EINVAL (malformed id),
- * -ENOENT (no such device).
+ * -ENOENT (no such device), -EBADMSG (unreadable numa_node).
  */
 HACCEL_API int haccel_numa_node_of_pci(struct haccel_ctx *ctx,
 				       const char *bus_id, int *node);
@@ -508,7 +510,9 @@ HACCEL_API void haccel_hostmem_params_init(struct haccel_hostmem_params *p);
  * backend). The size is exact, rounded only to the page size used. Failure
  * says which step failed and why (RLIMIT_MEMLOCK, node without memory, no
  * huge pages) through haccel_last_error(). Returns 0, -EINVAL, -ENOMEM,
- * -EPERM (locking refused), -ENODEV (no such node).
+ * -EPERM (locking refused by RLIMIT_MEMLOCK, or binding refused by a
+ * policy), -ENODEV (no such node), -EINTR. The byte counters of
+ * haccel_hostmem_stats() count mapped_bytes.
  */
 HACCEL_API int haccel_hostmem_alloc(struct haccel_ctx *ctx,
 				    const struct haccel_hostmem_params *p,
@@ -578,6 +582,8 @@ enum haccel_dtype {
 	HACCEL_DTYPE_F4,       /* packed two per byte */
 	HACCEL_DTYPE_F6_E2M3,  /* packed, 6 bits each */
 	HACCEL_DTYPE_F6_E3M2,
+	HACCEL_DTYPE_F8_E4M3FNUZ,
+	HACCEL_DTYPE_F8_E5M2FNUZ,
 	HACCEL_DTYPE_COUNT
 };
 
@@ -611,7 +617,9 @@ struct haccel_tensor_info {
  * for an index, every shard present and every tensor in exactly one shard)
  * before anything is returned; no tensor data is read. A rejection names the
  * file, the tensor and the rule (haccel_last_error()). flags: none yet.
- * Returns 0, -EINVAL, -ENOENT, -EBADMSG (malformed), -EIO, -ENOMEM.
+ * Returns 0, -EINVAL (bad arguments; a directory with several .safetensors
+ * files and no index), -ENOENT, -EBADMSG (malformed), -EIO, -ENOMEM, or
+ * another -errno from open(2) such as -EACCES.
  */
 HACCEL_API int haccel_weights_open(struct haccel_ctx *ctx, const char *path,
 				   uint32_t flags, struct haccel_weights **out);
@@ -634,7 +642,8 @@ HACCEL_API int haccel_weights_info(const struct haccel_weights *w,
 /* Tensor i in file order (file, then offset). Returns 0, -EINVAL, -ERANGE. */
 HACCEL_API int haccel_weights_tensor(const struct haccel_weights *w, uint32_t i,
 				     struct haccel_tensor_info *out);
-/* Index of the tensor called name. Returns 0 or -ENOENT. */
+/* Index of the tensor called name. Returns 0, -EINVAL (NULL argument) or
+ * -ENOENT. */
 HACCEL_API int haccel_weights_find(const struct haccel_weights *w,
 				   const char *name, uint32_t *index);
 /* Path of file i (owned by w), or NULL when out of range. */
@@ -657,16 +666,23 @@ HACCEL_API int haccel_weights_metadata(const struct haccel_weights *w,
 
 /*
  * Where loaded bytes go. The loader calls put() for each piece of a tensor
- * as it arrives, in file order, with the bytes in staging buffer `buf`. A
- * sink may copy asynchronously (a GPU copy on a stream): then the loader
- * calls wait(buf) before it reuses that staging buffer, and finish() at the
- * end. When direct_base is set (host memory laid out as dest_offset says),
- * a buffered load may read straight into it and skip put().
+ * as it arrives, in file order: bytes [tensor_offset, tensor_offset + bytes)
+ * of tensor `tensor` (haccel_weights_tensor() order), whose place in the
+ * host layout is dest_offset, now at src in staging buffer `buf`. A sink may
+ * copy asynchronously (a GPU copy on a stream): then the loader calls
+ * wait(buf) before it reuses that staging buffer, and finish() at the end.
+ * When direct_base is set (host memory in the host layout), a buffered load
+ * may read straight into it and skip put().
+ *
+ * The host layout: the files' data regions one after another, each starting
+ * at a multiple of 4096 bytes, a tensor at its offset inside its region
+ * (haccel_tensor_info.dest_offset; haccel_weights_info.dest_bytes in all).
  */
 struct haccel_sink {
 	void *user;
-	int (*put)(void *user, uint32_t tensor, uint64_t offset,
-		   const void *src, uint64_t bytes, uint32_t buf);
+	int (*put)(void *user, uint32_t tensor, uint64_t tensor_offset,
+		   uint64_t dest_offset, const void *src, uint64_t bytes,
+		   uint32_t buf);
 	int (*wait)(void *user, uint32_t buf);  /* NULL: put is synchronous */
 	int (*finish)(void *user);              /* NULL: nothing to finish */
 	void *direct_base;

@@ -1,3 +1,1040 @@
 // SPDX-License-Identifier: MIT
-/* Placeholder: being written. */
+/*
+ * The weight loader: every tensor of a checkpoint into a sink.
+ *
+ * Plan. Each file's data region (all tensors, no holes: the parser proved
+ * it) is cut into chunks of chunk_bytes, read in file order. Tensors are not
+ * aligned to anything, so in O_DIRECT mode a chunk is widened to the file's
+ * direct-I/O alignment (statx STATX_DIOALIGN) and the bytes outside the data
+ * region are read and ignored.
+ *
+ * Two modes:
+ *  - staging: reads land in pinned, NUMA-local staging buffers (registered
+ *    with io_uring as fixed buffers); completed chunks are handed to the sink
+ *    strictly in file order, piece by piece per tensor, which also lets the
+ *    checksum of each tensor be computed in one streaming pass. A buffer is
+ *    reused only after sink->wait(buf): a GPU sink copies asynchronously.
+ *    Used for O_DIRECT (cold files) and for sinks without a host layout.
+ *  - direct-to-destination: a buffered load into a host sink (the file is
+ *    in the page cache) reads straight into the destination, many reads in
+ *    flight, each done by a kernel worker (IOSQE_ASYNC) or a pool thread, so
+ *    the page-cache copies run on several cores; checksums are computed
+ *    afterwards, in parallel, over the destination.
+ *
+ * I/O goes through io_uring (liburing); where the kernel refuses it
+ * (ENOSYS, EPERM: kernel.io_uring_disabled, seccomp) or HACCEL_FORCE_PREAD=1
+ * asks, a pool of pread threads does the same reads, and one log line says
+ * why. Short reads are continued, EINTR/EAGAIN retried; end of file before
+ * the data's end means the file was truncated. Each file is checked against
+ * what haccel_weights_open() saw (size, mtime, device, inode) before and
+ * after the load, so a file changed underneath is an error, never garbage.
+ */
 #include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "core/ctx.h"
+#include "core/log.h"
+#include "core/util.h"
+#include "hostmem/hostmem.h"
+#include "stream.h"
+#include "weights.h"
+
+enum chunk_state { CH_PENDING = 0, CH_INFLIGHT, CH_DONE };
+
+struct chunk {
+	uint32_t file;
+	int32_t buf;           /* staging buffer, -1 when reading to the destination */
+	uint64_t off;          /* file offset of the read */
+	uint64_t len;          /* bytes asked for */
+	uint64_t want_end;     /* the read is complete once it covers this offset */
+	uint64_t done;         /* bytes read so far */
+	char *dst;             /* where the read lands */
+	int state;
+	int err;               /* pool reader's result */
+};
+
+struct pool_reader {
+	pthread_t *threads;
+	uint32_t n_threads;
+	pthread_mutex_t lock;
+	pthread_cond_t work_cv, done_cv;
+	uint64_t *work, *done;   /* ring buffers of chunk indices */
+	uint64_t work_head, work_tail, done_head, done_tail, cap;
+	bool stop;
+};
+
+struct loader {
+	struct haccel_ctx *ctx;
+	struct haccel_weights *w;
+	struct haccel_load_params p;
+	const struct haccel_sink *sink;
+	struct haccel_load_stats st;
+
+	bool direct;             /* O_DIRECT */
+	bool to_dest;            /* read straight into sink->direct_base */
+	bool verify;
+	int *fd;                 /* per file: the descriptor reads use */
+	int *fd_buffered;        /* per file: for a direct-I/O remainder that is
+				  * no longer aligned (-1 when fd is buffered) */
+	uint32_t off_align;
+
+	struct chunk *ch;
+	uint64_t n_ch, next_submit, next_consume, in_flight;
+
+	struct haccel_hostmem *staging;
+	char *stage;
+	uint32_t n_buf;
+	uint32_t *free_buf, n_free;
+
+	bool use_uring, fixed;
+	struct io_uring ring;
+	struct pool_reader pool;
+
+	/* staging-mode delivery: per file, the next tensor to receive bytes */
+	uint32_t *cursor;
+	XXH3_state_t *xs;
+
+	uint64_t t0, last_progress;
+	bool progress;
+	int err;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void haccel_load_params_init(struct haccel_load_params *p)
+{
+	if (!p)
+		return;
+	memset(p, 0, sizeof(*p));
+	p->size = sizeof(*p);
+	p->queue_depth = 32;
+	p->chunk_bytes = 4u << 20;
+	p->threads = 8;
+	p->node = HACCEL_NODE_ANY;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host sink                                                                */
+
+static int host_put(void *user, uint32_t tensor, uint64_t tensor_offset,
+		    uint64_t dest_offset, const void *src, uint64_t bytes,
+		    uint32_t buf)
+{
+	struct haccel_host_sink *s = user;
+
+	(void)tensor;
+	(void)tensor_offset;
+	(void)buf;
+	if (dest_offset > s->bytes || bytes > s->bytes - dest_offset)
+		return -ERANGE;
+	memcpy((char *)s->base + dest_offset, src, bytes);
+	return 0;
+}
+
+void haccel_host_sink_init(struct haccel_host_sink *s, void *base, uint64_t bytes)
+{
+	if (!s)
+		return;
+	memset(s, 0, sizeof(*s));
+	s->base = base;
+	s->bytes = bytes;
+	s->sink.user = s;
+	s->sink.put = host_put;
+	s->sink.direct_base = base;
+	s->sink.direct_bytes = bytes;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Files                                                                    */
+
+/* Is file f still the one haccel_weights_open() parsed? */
+static int check_unchanged(struct loader *L, uint32_t f, int fd, const char *when)
+{
+	const struct haccel__wfile *wf = &L->w->files[f];
+	struct stat sb;
+
+	if (fstat(fd, &sb))
+		return haccel__fail(L->ctx, -errno, "%s: fstat: %s", wf->path, strerror(errno));
+	if ((uint64_t)sb.st_size != wf->size || sb.st_dev != wf->dev ||
+	    sb.st_ino != wf->ino || sb.st_mtim.tv_sec != wf->mtime.tv_sec ||
+	    sb.st_mtim.tv_nsec != wf->mtime.tv_nsec)
+		return haccel__fail(L->ctx, -EBADMSG,
+				    "%s: file changed %s (size %llu, was %llu when opened; or modified since): reopen the checkpoint",
+				    wf->path, when, (unsigned long long)sb.st_size,
+				    (unsigned long long)wf->size);
+	return 0;
+}
+
+/* Fraction of the files' data regions in the page cache (0..1). */
+static double cached_fraction(struct loader *L)
+{
+	uint64_t resident = 0, total = 0;
+	long pg = sysconf(_SC_PAGESIZE);
+	const uint64_t window = 1ull << 30;
+	unsigned char *vec = malloc(window / (uint64_t)pg);
+
+	if (!vec)
+		return 0;
+	for (uint32_t f = 0; f < L->w->n_files; f++) {
+		const struct haccel__wfile *wf = &L->w->files[f];
+
+		for (uint64_t off = 0; off < wf->size; off += window) {
+			uint64_t len = wf->size - off < window ? wf->size - off : window;
+			void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, L->fd[f], (off_t)off);
+
+			if (m == MAP_FAILED)
+				continue;
+			uint64_t pages = (len + (uint64_t)pg - 1) / (uint64_t)pg;
+			if (mincore(m, len, vec) == 0)
+				for (uint64_t i = 0; i < pages; i++)
+					resident += vec[i] & 1;
+			total += pages;
+			munmap(m, len);
+		}
+	}
+	free(vec);
+	return total ? (double)resident / (double)total : 1.0;
+}
+
+static void close_files(struct loader *L)
+{
+	for (uint32_t f = 0; L->fd && f < L->w->n_files; f++) {
+		if (L->fd[f] >= 0)
+			close(L->fd[f]);
+		if (L->fd_buffered[f] >= 0)
+			close(L->fd_buffered[f]);
+	}
+	free(L->fd);
+	free(L->fd_buffered);
+	L->fd = L->fd_buffered = NULL;
+}
+
+/*
+ * Open every file buffered, check it, choose the mode, and reopen with
+ * O_DIRECT when that is the mode.
+ */
+static int open_files(struct loader *L)
+{
+	uint32_t n = L->w->n_files;
+	int ret;
+
+	L->fd = malloc((n + 1) * sizeof(int));
+	L->fd_buffered = malloc((n + 1) * sizeof(int));
+	if (!L->fd || !L->fd_buffered)
+		return -ENOMEM;
+	for (uint32_t f = 0; f < n; f++)
+		L->fd[f] = L->fd_buffered[f] = -1;
+	for (uint32_t f = 0; f < n; f++) {
+		L->fd[f] = open(L->w->files[f].path, O_RDONLY | O_CLOEXEC);
+		if (L->fd[f] < 0)
+			return haccel__fail(L->ctx, -errno, "%s: open: %s",
+					    L->w->files[f].path, strerror(errno));
+		ret = check_unchanged(L, f, L->fd[f], "since it was opened");
+		if (ret)
+			return ret;
+	}
+
+	if (L->p.flags & HACCEL_LOAD_DIRECT) {
+		L->direct = true;
+	} else if (L->p.flags & HACCEL_LOAD_BUFFERED) {
+		L->direct = false;
+	} else {
+		double c = cached_fraction(L);
+
+		L->direct = c < 0.9;
+		haccel__dbg(L->ctx, "load: %.0f%% of the data is in the page cache: %s reads",
+			    100 * c, L->direct ? "direct" : "buffered");
+	}
+	if (!L->direct)
+		return 0;
+
+	L->off_align = 512;
+	for (uint32_t f = 0; f < n; f++) {
+		uint32_t mem_al, off_al;
+		const char *how;
+		int dfd;
+
+		ret = haccel__dio_align(L->ctx, L->fd[f], &mem_al, &off_al, &how);
+		dfd = ret ? -1 : open(L->w->files[f].path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+		if (dfd < 0 || mem_al > 4096 || off_al > (1u << 20)) {
+			/* tmpfs and some FUSE filesystems have no O_DIRECT. */
+			haccel__info(L->ctx, "%s: no direct I/O here (%s): buffered reads",
+				     L->w->files[f].path, ret ? strerror(-ret) : strerror(errno));
+			if (dfd >= 0)
+				close(dfd);
+			L->direct = false;
+			return 0;
+		}
+		haccel__dbg(L->ctx, "%s: direct I/O alignment %u (memory %u), from %s",
+			    L->w->files[f].path, off_al, mem_al, how);
+		if (off_al > L->off_align)
+			L->off_align = off_al;
+		L->fd_buffered[f] = L->fd[f];
+		L->fd[f] = dfd;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Plan                                                                     */
+
+static int plan(struct loader *L)
+{
+	uint64_t C = L->p.chunk_bytes, n = 0;
+
+	for (int pass = 0; pass < 2; pass++) {
+		n = 0;
+		for (uint32_t f = 0; f < L->w->n_files; f++) {
+			const struct haccel__wfile *wf = &L->w->files[f];
+			uint64_t lo = wf->data_start, hi = wf->data_start + wf->data_bytes;
+
+			if (!wf->data_bytes)
+				continue;
+			if (L->direct) {
+				lo -= lo % L->off_align;
+				hi += (L->off_align - hi % L->off_align) % L->off_align;
+			}
+			for (uint64_t off = lo; off < hi; off += C, n++) {
+				struct chunk *c;
+
+				if (!pass)
+					continue;
+				c = &L->ch[n];
+				c->file = f;
+				c->off = off;
+				c->len = hi - off < C ? hi - off : C;
+				c->want_end = off + c->len < wf->data_start + wf->data_bytes ?
+						      off + c->len : wf->data_start + wf->data_bytes;
+				c->buf = -1;
+				if (L->to_dest)
+					c->dst = (char *)L->sink->direct_base + wf->dest_base +
+						 (off - wf->data_start);
+			}
+		}
+		if (!pass) {
+			L->ch = calloc(n + 1, sizeof(*L->ch));
+			if (!L->ch)
+				return -ENOMEM;
+		}
+	}
+	L->n_ch = n;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Readers: io_uring, or a pool of pread threads                            */
+
+/* Read what is left of chunk c with pread on fd; 0 or -errno. */
+static int pread_rest(struct loader *L, struct chunk *c, int fd)
+{
+	while (c->off + c->done < c->want_end) {
+		ssize_t r = pread(fd, c->dst + c->done, c->len - c->done,
+				  (off_t)(c->off + c->done));
+
+		if (r < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -ENODATA; /* end of file before the data's end */
+		c->done += (uint64_t)r;
+		if (c->off + c->done < c->want_end && c->done < c->len &&
+		    fd == L->fd[c->file] && L->direct &&
+		    (c->off + c->done) % L->off_align) {
+			/* A short direct read left an unaligned rest. */
+			fd = L->fd_buffered[c->file];
+		}
+	}
+	return 0;
+}
+
+static void *pool_worker(void *arg)
+{
+	struct loader *L = arg;
+	struct pool_reader *P = &L->pool;
+
+	if (L->p.node != HACCEL_NODE_ANY)
+		(void)haccel__numa_bind_thread(L->ctx, L->p.node);
+	pthread_mutex_lock(&P->lock);
+	for (;;) {
+		while (P->work_head == P->work_tail && !P->stop)
+			pthread_cond_wait(&P->work_cv, &P->lock);
+		if (P->stop)
+			break;
+		uint64_t i = P->work[P->work_head++ % P->cap];
+		pthread_mutex_unlock(&P->lock);
+		struct chunk *c = &L->ch[i];
+		c->err = pread_rest(L, c, L->fd[c->file]);
+		pthread_mutex_lock(&P->lock);
+		P->done[P->done_tail++ % P->cap] = i;
+		pthread_cond_signal(&P->done_cv);
+	}
+	pthread_mutex_unlock(&P->lock);
+	return NULL;
+}
+
+static int pool_start(struct loader *L)
+{
+	struct pool_reader *P = &L->pool;
+
+	P->cap = L->p.queue_depth + 1;
+	P->work = calloc(P->cap, sizeof(*P->work));
+	P->done = calloc(P->cap, sizeof(*P->done));
+	P->threads = calloc(L->p.threads, sizeof(*P->threads));
+	if (!P->work || !P->done || !P->threads)
+		return -ENOMEM;
+	pthread_mutex_init(&P->lock, NULL);
+	pthread_cond_init(&P->work_cv, NULL);
+	pthread_cond_init(&P->done_cv, NULL);
+	for (uint32_t i = 0; i < L->p.threads; i++) {
+		int e = pthread_create(&P->threads[i], NULL, pool_worker, L);
+		if (e)
+			return haccel__fail(L->ctx, -e, "load: cannot start I/O thread: %s", strerror(e));
+		P->n_threads++;
+	}
+	return 0;
+}
+
+static void pool_stop(struct loader *L)
+{
+	struct pool_reader *P = &L->pool;
+
+	if (P->threads) {
+		pthread_mutex_lock(&P->lock);
+		P->stop = true;
+		pthread_cond_broadcast(&P->work_cv);
+		pthread_mutex_unlock(&P->lock);
+		for (uint32_t i = 0; i < P->n_threads; i++)
+			pthread_join(P->threads[i], NULL);
+		pthread_mutex_destroy(&P->lock);
+		pthread_cond_destroy(&P->work_cv);
+		pthread_cond_destroy(&P->done_cv);
+	}
+	free(P->threads);
+	free(P->work);
+	free(P->done);
+	memset(P, 0, sizeof(*P));
+}
+
+static const char *uring_hint(int err)
+{
+	switch (err) {
+	case EPERM:
+		return " (kernel.io_uring_disabled, or a seccomp/LSM policy)";
+	case ENOSYS:
+		return " (kernel without io_uring, or filtered by seccomp)";
+	case ENOMEM:
+		return " (RLIMIT_MEMLOCK too low for the ring on this kernel)";
+	default:
+		return "";
+	}
+}
+
+/* Choose the reader; a refused io_uring falls back to the pool. */
+static int reader_start(struct loader *L)
+{
+	const char *env = getenv("HACCEL_FORCE_PREAD");
+	int ret;
+
+	if (L->p.flags & HACCEL_LOAD_PREAD) {
+		snprintf(L->st.fallback_reason, sizeof(L->st.fallback_reason),
+			 "pread pool asked for (HACCEL_LOAD_PREAD)");
+	} else if (env && *env && strcmp(env, "0")) {
+		snprintf(L->st.fallback_reason, sizeof(L->st.fallback_reason),
+			 "pread pool forced by HACCEL_FORCE_PREAD=%s", env);
+	} else {
+		ret = io_uring_queue_init(L->p.queue_depth, &L->ring, 0);
+		if (ret == 0) {
+			L->use_uring = true;
+			return 0;
+		}
+		snprintf(L->st.fallback_reason, sizeof(L->st.fallback_reason),
+			 "io_uring refused: %s%s", strerror(-ret), uring_hint(-ret));
+		haccel__warn(L->ctx, "load: %s; reading with a pool of %u pread threads",
+			     L->st.fallback_reason, L->p.threads);
+	}
+	if (L->st.fallback_reason[0] && strncmp(L->st.fallback_reason, "io_uring refused", 16))
+		haccel__info(L->ctx, "load: %s", L->st.fallback_reason);
+	L->st.io_path = HACCEL_IO_PREAD;
+	return pool_start(L);
+}
+
+static void reader_stop(struct loader *L)
+{
+	if (L->use_uring) {
+		io_uring_queue_exit(&L->ring);
+		L->use_uring = false;
+	} else {
+		pool_stop(L);
+	}
+}
+
+/* Queue the rest of chunk i. */
+static int submit(struct loader *L, uint64_t i)
+{
+	struct chunk *c = &L->ch[i];
+
+	c->state = CH_INFLIGHT;
+	L->in_flight++;
+	if (!L->use_uring) {
+		struct pool_reader *P = &L->pool;
+
+		pthread_mutex_lock(&P->lock);
+		P->work[P->work_tail++ % P->cap] = i;
+		pthread_cond_signal(&P->work_cv);
+		pthread_mutex_unlock(&P->lock);
+		return 0;
+	}
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&L->ring);
+	if (!sqe) {
+		/* The ring holds queue_depth entries and we never queue more. */
+		return haccel__fail(L->ctx, -EIO, "load: io_uring submission queue full");
+	}
+	if (c->buf >= 0 && L->fixed)
+		io_uring_prep_read_fixed(sqe, L->fd[c->file], c->dst + c->done,
+					 (unsigned int)(c->len - c->done),
+					 c->off + c->done, c->buf);
+	else
+		io_uring_prep_read(sqe, L->fd[c->file], c->dst + c->done,
+				   (unsigned int)(c->len - c->done), c->off + c->done);
+	/* Page-cache hits would otherwise be copied inline, one at a time, by
+	 * this thread: force them to the kernel's workers, in parallel. */
+	if (!L->direct)
+		sqe->flags |= IOSQE_ASYNC;
+	io_uring_sqe_set_data64(sqe, i);
+	return 0;
+}
+
+static int read_error(struct loader *L, struct chunk *c, int err)
+{
+	const struct haccel__wfile *wf = &L->w->files[c->file];
+
+	if (err == -ENODATA)
+		return haccel__fail(L->ctx, -EBADMSG,
+				    "%s: file truncated: end of file at offset %llu, but its tensors end at %llu",
+				    wf->path, (unsigned long long)(c->off + c->done),
+				    (unsigned long long)(wf->data_start + wf->data_bytes));
+	return haccel__fail(L->ctx, -EIO, "%s: read of %llu bytes at offset %llu failed: %s",
+			    wf->path, (unsigned long long)(c->len - c->done),
+			    (unsigned long long)(c->off + c->done), strerror(-err));
+}
+
+/* Account for a completion of chunk i with result res (bytes or -errno). */
+static int uring_complete(struct loader *L, uint64_t i, int res)
+{
+	struct chunk *c = &L->ch[i];
+
+	L->in_flight--;
+	if (res == -EINTR || res == -EAGAIN) {
+		L->st.retries++;
+		return submit(L, i);
+	}
+	if (res < 0)
+		return read_error(L, c, res);
+	if (res == 0)
+		return read_error(L, c, -ENODATA);
+	c->done += (uint64_t)res;
+	L->st.read_bytes += (uint64_t)res;
+	if (c->off + c->done >= c->want_end) {
+		c->state = CH_DONE;
+		return 0;
+	}
+	L->st.short_reads++;
+	if (L->direct && (c->off + c->done) % L->off_align) {
+		/* Cannot continue an unaligned direct read: finish buffered. */
+		uint64_t before = c->done;
+		int ret = pread_rest(L, c, L->fd_buffered[c->file]);
+
+		L->st.read_bytes += c->done - before;
+		if (ret)
+			return read_error(L, c, ret);
+		c->state = CH_DONE;
+		return 0;
+	}
+	return submit(L, i);
+}
+
+/* Wait for at least one completion and account for all that are there. */
+static int reap(struct loader *L)
+{
+	if (L->use_uring) {
+		struct io_uring_cqe *cqe;
+		unsigned int head, n = 0;
+		int ret;
+
+		ret = io_uring_submit_and_wait(&L->ring, 1);
+		if (ret < 0 && ret != -EINTR)
+			return haccel__fail(L->ctx, ret, "load: io_uring_submit_and_wait: %s",
+					    strerror(-ret));
+		io_uring_for_each_cqe(&L->ring, head, cqe) {
+			ret = uring_complete(L, io_uring_cqe_get_data64(cqe), cqe->res);
+			n++;
+			if (ret) {
+				io_uring_cq_advance(&L->ring, n);
+				return ret;
+			}
+		}
+		io_uring_cq_advance(&L->ring, n);
+		return 0;
+	}
+	struct pool_reader *P = &L->pool;
+	int err = 0;
+
+	pthread_mutex_lock(&P->lock);
+	while (P->done_head == P->done_tail)
+		pthread_cond_wait(&P->done_cv, &P->lock);
+	while (P->done_head != P->done_tail) {
+		struct chunk *c = &L->ch[P->done[P->done_head++ % P->cap]];
+
+		L->in_flight--;
+		L->st.read_bytes += c->done;
+		if (c->err && !err)
+			err = read_error(L, c, c->err);
+		c->state = CH_DONE;
+	}
+	pthread_mutex_unlock(&P->lock);
+	return err;
+}
+
+/* Let every read in flight finish (after an error) before buffers go. */
+static void drain(struct loader *L)
+{
+	while (L->in_flight) {
+		if (L->use_uring) {
+			struct io_uring_cqe *cqe;
+
+			if (io_uring_wait_cqe(&L->ring, &cqe))
+				break;
+			io_uring_cqe_seen(&L->ring, cqe);
+			L->in_flight--;
+		} else {
+			(void)reap(L);
+		}
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* Delivery and checksums                                                   */
+
+static int check_sum(struct loader *L, const struct haccel__tensor *t, uint64_t got)
+{
+	if (!t->has_checksum) {
+		L->st.tensors_unverified++;
+		return 0;
+	}
+	if (got != t->checksum)
+		return haccel__fail(L->ctx, -EBADMSG,
+				    "%s: tensor \"%s\": checksum mismatch: stored %016llx, read %016llx",
+				    L->w->files[t->file].path, t->name,
+				    (unsigned long long)t->checksum, (unsigned long long)got);
+	L->st.tensors_verified++;
+	return 0;
+}
+
+/*
+ * Hand the useful bytes of completed chunk c to the sink, tensor by tensor,
+ * in file order; tensors that end inside it get their checksum checked.
+ */
+static int deliver(struct loader *L, const struct chunk *c)
+{
+	const struct haccel__wfile *wf = &L->w->files[c->file];
+	uint64_t ds = wf->data_start;
+	uint64_t lo = c->off > ds ? c->off : ds;
+	uint64_t hi = c->want_end;
+	uint32_t *cur = &L->cursor[c->file], last = wf->first_tensor + wf->n_tensors;
+
+	while (*cur < last) {
+		const struct haccel__tensor *t = &L->w->tensors[*cur];
+		uint64_t b = ds + t->begin, e = ds + t->end;
+
+		if (b > hi || (b == hi && e > b))
+			break;
+		uint64_t pb = b > lo ? b : lo, pe = e < hi ? e : hi;
+		if (pe > pb) {
+			const char *src = c->dst + (pb - c->off);
+			int ret = L->sink->put(L->sink->user, *cur, pb - b,
+					       wf->dest_base + (pb - ds), src, pe - pb,
+					       (uint32_t)c->buf);
+			if (ret)
+				return haccel__fail(L->ctx, ret, "%s: tensor \"%s\": sink refused %llu bytes: %s",
+						    wf->path, t->name,
+						    (unsigned long long)(pe - pb), strerror(-ret));
+			if (L->verify)
+				XXH3_64bits_update(L->xs, src, pe - pb);
+			L->st.tensor_bytes += pe - pb;
+		}
+		if (e > hi)
+			break; /* continues in the next chunk */
+		if (L->verify) {
+			int ret = check_sum(L, t, XXH3_64bits_digest(L->xs));
+			if (ret)
+				return ret;
+			XXH3_64bits_reset(L->xs);
+		}
+		(*cur)++;
+	}
+	return 0;
+}
+
+/* Tensors no chunk delivered: empty ones (and every tensor of an empty file). */
+static int deliver_rest(struct loader *L)
+{
+	for (uint32_t f = 0; f < L->w->n_files; f++) {
+		const struct haccel__wfile *wf = &L->w->files[f];
+
+		for (; L->cursor[f] < wf->first_tensor + wf->n_tensors; L->cursor[f]++) {
+			const struct haccel__tensor *t = &L->w->tensors[L->cursor[f]];
+
+			if (t->end != t->begin)
+				return haccel__fail(L->ctx, -EIO, "%s: tensor \"%s\" was never read",
+						    wf->path, t->name);
+			if (L->verify) {
+				int ret = check_sum(L, t, XXH3_64bits(NULL, 0));
+				if (ret)
+					return ret;
+			}
+		}
+	}
+	return 0;
+}
+
+struct hash_job {
+	struct loader *L;
+	uint32_t next;           /* next tensor, taken under lock */
+	pthread_mutex_t lock;
+	int err;
+};
+
+static void *hash_worker(void *arg)
+{
+	struct hash_job *j = arg;
+	struct loader *L = j->L;
+
+	for (;;) {
+		pthread_mutex_lock(&j->lock);
+		uint32_t i = j->next++;
+		bool stop = j->err != 0;
+		pthread_mutex_unlock(&j->lock);
+		if (stop || i >= L->w->n_tensors)
+			return NULL;
+		const struct haccel__tensor *t = &L->w->tensors[i];
+		uint64_t h = XXH3_64bits((const char *)L->sink->direct_base +
+					 haccel__tensor_dest(L->w, t), t->end - t->begin);
+		pthread_mutex_lock(&j->lock);
+		int ret = check_sum(L, t, h);
+		if (ret && !j->err)
+			j->err = ret;
+		pthread_mutex_unlock(&j->lock);
+	}
+}
+
+/* Direct-to-destination mode: every tensor hashed where it landed. */
+static int verify_dest(struct loader *L)
+{
+	struct hash_job j = { .L = L };
+	pthread_t *th = calloc(L->p.threads, sizeof(*th));
+	uint32_t started = 0;
+
+	if (!th)
+		return -ENOMEM;
+	pthread_mutex_init(&j.lock, NULL);
+	/* This thread hashes too; a helper that fails to start is no loss. */
+	for (uint32_t i = 1; i < L->p.threads; i++)
+		if (!pthread_create(&th[started], NULL, hash_worker, &j))
+			started++;
+	hash_worker(&j);
+	for (uint32_t i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	pthread_mutex_destroy(&j.lock);
+	free(th);
+	return j.err;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Progress                                                                 */
+
+static void progress(struct loader *L, bool final)
+{
+	uint64_t t = now_ns();
+	double total = 0, done, secs, rate;
+
+	if (!L->progress || (!final && t - L->last_progress < 250000000ull))
+		return;
+	L->last_progress = t;
+	for (uint32_t f = 0; f < L->w->n_files; f++)
+		total += (double)L->w->files[f].data_bytes;
+	done = (double)L->st.read_bytes;
+	if (done > total)
+		done = total;
+	secs = (double)(t - L->t0) / 1e9;
+	rate = secs > 0 ? done / secs : 0;
+	fprintf(stderr, "\rhaccel: loading %.2f / %.2f GB  %.2f GB/s  ETA %.0f s   %s",
+		done / 1e9, total / 1e9, rate / 1e9,
+		rate > 0 ? (total - done) / rate : 0.0, final ? "\n" : "");
+	fflush(stderr);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The load                                                                 */
+
+static int setup_staging(struct loader *L)
+{
+	struct haccel_hostmem_params hp;
+	struct haccel_hostmem_info info;
+	struct iovec *iov;
+	int ret;
+
+	L->n_buf = L->p.queue_depth;
+	if ((uint64_t)L->n_buf > L->n_ch)
+		L->n_buf = (uint32_t)(L->n_ch ? L->n_ch : 1);
+	haccel_hostmem_params_init(&hp);
+	hp.node = L->p.node;
+	hp.flags = L->p.hostmem_flags;
+	hp.bytes = (uint64_t)L->n_buf * L->p.chunk_bytes;
+	ret = haccel_hostmem_alloc(L->ctx, &hp, &L->staging);
+	if (ret)
+		return ret; /* hostmem said why */
+	haccel_hostmem_info(L->staging, &info);
+	L->stage = info.ptr;
+	L->free_buf = calloc(L->n_buf, sizeof(*L->free_buf));
+	if (!L->free_buf)
+		return -ENOMEM;
+	for (uint32_t b = 0; b < L->n_buf; b++)
+		L->free_buf[L->n_free++] = L->n_buf - 1 - b;
+	if (!L->use_uring)
+		return 0;
+	iov = calloc(L->n_buf, sizeof(*iov));
+	if (!iov)
+		return -ENOMEM;
+	for (uint32_t b = 0; b < L->n_buf; b++) {
+		iov[b].iov_base = L->stage + (uint64_t)b * L->p.chunk_bytes;
+		iov[b].iov_len = L->p.chunk_bytes;
+	}
+	ret = io_uring_register_buffers(&L->ring, iov, L->n_buf);
+	free(iov);
+	if (ret == 0) {
+		L->fixed = true;
+		haccel__hostmem_note_registration(L->ctx, HACCEL__REG_IO_URING, L->n_buf);
+	} else {
+		/* Plain reads work too, at a small cost per read. */
+		haccel__info(L->ctx, "load: staging buffers not registered with io_uring (%s): plain reads",
+			     strerror(-ret));
+	}
+	return 0;
+}
+
+static int run(struct loader *L)
+{
+	int ret = 0;
+
+	while (L->next_consume < L->n_ch) {
+		while (L->in_flight < L->p.queue_depth && L->next_submit < L->n_ch) {
+			struct chunk *c = &L->ch[L->next_submit];
+
+			if (!L->to_dest) {
+				if (!L->n_free)
+					break;
+				c->buf = (int32_t)L->free_buf[--L->n_free];
+				c->dst = L->stage + (uint64_t)c->buf * L->p.chunk_bytes;
+				if (L->sink->wait) {
+					/* The sink may still be copying out of it. */
+					ret = L->sink->wait(L->sink->user, (uint32_t)c->buf);
+					if (ret)
+						return haccel__fail(L->ctx, ret, "load: sink wait: %s",
+								    strerror(-ret));
+				}
+			}
+			ret = submit(L, L->next_submit++);
+			if (ret)
+				return ret;
+		}
+		ret = reap(L);
+		if (ret)
+			return ret;
+		while (L->next_consume < L->n_ch && L->ch[L->next_consume].state == CH_DONE) {
+			struct chunk *c = &L->ch[L->next_consume++];
+
+			if (!L->to_dest) {
+				ret = deliver(L, c);
+				if (ret)
+					return ret;
+				L->free_buf[L->n_free++] = (uint32_t)c->buf;
+			}
+		}
+		progress(L, false);
+	}
+	return 0;
+}
+
+static int validate_params(struct haccel_ctx *ctx, const struct haccel_load_params *p)
+{
+	const uint32_t known = HACCEL_LOAD_DIRECT | HACCEL_LOAD_BUFFERED | HACCEL_LOAD_VERIFY |
+			       HACCEL_LOAD_PROGRESS | HACCEL_LOAD_PREAD;
+
+	if ((p->flags & ~known) || p->reserved ||
+	    ((p->flags & HACCEL_LOAD_DIRECT) && (p->flags & HACCEL_LOAD_BUFFERED)))
+		return haccel__fail(ctx, -EINVAL, "load: unknown flags 0x%x, reserved field set, or both DIRECT and BUFFERED",
+				    p->flags);
+	if (p->queue_depth < 1 || p->queue_depth > 4096 || p->threads < 1 || p->threads > 256)
+		return haccel__fail(ctx, -EINVAL, "load: queue_depth must be 1..4096 and threads 1..256 (got %u, %u)",
+				    p->queue_depth, p->threads);
+	if (p->chunk_bytes < (64u << 10) || p->chunk_bytes > (256u << 20) || p->chunk_bytes % 4096)
+		return haccel__fail(ctx, -EINVAL, "load: chunk_bytes must be a multiple of 4096 between 64 KiB and 256 MiB (got %u)",
+				    p->chunk_bytes);
+	if (p->node < HACCEL_NODE_ANY || p->node >= HACCEL_MAX_NODES)
+		return haccel__fail(ctx, -EINVAL, "load: bad node %d", p->node);
+	return 0;
+}
+
+static int load(struct loader *L)
+{
+	int ret;
+
+	if (L->p.node != HACCEL_NODE_ANY) {
+		ret = haccel__numa_bind_thread(L->ctx, L->p.node);
+		if (ret)
+			return haccel__fail(L->ctx, ret, "load: cannot run on node %d: %s",
+					    L->p.node, strerror(-ret));
+	}
+	ret = open_files(L);
+	if (ret)
+		goto out;
+	L->st.direct = L->direct;
+	L->to_dest = !L->direct && L->sink->direct_base;
+	if (L->to_dest && L->sink->direct_bytes < L->w->dest_bytes) {
+		ret = haccel__fail(L->ctx, -EINVAL, "load: destination of %llu bytes is smaller than the %llu the checkpoint needs",
+				   (unsigned long long)L->sink->direct_bytes,
+				   (unsigned long long)L->w->dest_bytes);
+		goto out;
+	}
+	ret = plan(L);
+	if (ret)
+		goto out;
+	ret = reader_start(L);
+	if (ret)
+		goto out_reader;
+	if (!L->to_dest) {
+		ret = setup_staging(L);
+		if (ret)
+			goto out_reader;
+		L->cursor = calloc(L->w->n_files + 1, sizeof(*L->cursor));
+		L->xs = XXH3_createState();
+		if (!L->cursor || !L->xs) {
+			ret = -ENOMEM;
+			goto out_reader;
+		}
+		for (uint32_t f = 0; f < L->w->n_files; f++)
+			L->cursor[f] = L->w->files[f].first_tensor;
+		XXH3_64bits_reset(L->xs);
+	}
+	ret = run(L);
+	if (ret) {
+		drain(L);
+		goto out_reader;
+	}
+	if (!L->to_dest)
+		ret = deliver_rest(L);
+	else if (L->verify)
+		ret = verify_dest(L);
+	else
+		L->st.tensor_bytes = L->w->tensor_bytes;
+	if (L->to_dest && !ret)
+		L->st.tensor_bytes = L->w->tensor_bytes;
+	if (!ret && L->sink->finish)
+		ret = L->sink->finish(L->sink->user);
+	for (uint32_t f = 0; !ret && f < L->w->n_files; f++)
+		ret = check_unchanged(L, f, L->fd_buffered[f] >= 0 ? L->fd_buffered[f] : L->fd[f],
+				      "during the load");
+	progress(L, true);
+out_reader:
+	reader_stop(L);
+out:
+	return ret;
+}
+
+static void *load_thread(void *arg)
+{
+	struct loader *L = arg;
+
+	L->err = load(L);
+	return NULL;
+}
+
+int haccel_load(struct haccel_weights *w, const struct haccel_load_params *params,
+		const struct haccel_sink *sink, struct haccel_load_stats *stats)
+{
+	struct loader *L;
+	int ret;
+
+	if (!w || !sink || !sink->put)
+		return -EINVAL;
+	L = calloc(1, sizeof(*L));
+	if (!L)
+		return -ENOMEM;
+	L->ctx = w->ctx;
+	L->w = w;
+	L->sink = sink;
+	haccel_load_params_init(&L->p);
+	if (params) {
+		ret = haccel__config_copy(&L->p, sizeof(L->p), params, sizeof(L->p));
+		if (ret)
+			ret = haccel__fail(L->ctx, ret, "load: params size %u not supported", params->size);
+		else
+			ret = validate_params(L->ctx, &L->p);
+		if (ret) {
+			free(L);
+			return ret;
+		}
+	}
+	L->verify = L->p.flags & HACCEL_LOAD_VERIFY;
+	L->progress = (L->p.flags & HACCEL_LOAD_PROGRESS) && isatty(STDERR_FILENO);
+	L->t0 = L->last_progress = now_ns();
+
+	if (L->p.node == HACCEL_NODE_ANY) {
+		L->err = load(L);
+	} else {
+		/* The I/O thread runs on the node it fills; the caller's own
+		 * affinity stays as it was. */
+		pthread_t th;
+		int e = pthread_create(&th, NULL, load_thread, L);
+
+		if (e)
+			L->err = haccel__fail(L->ctx, -e, "load: cannot start the I/O thread: %s", strerror(e));
+		else
+			pthread_join(th, NULL);
+	}
+	ret = L->err;
+	L->st.ns = now_ns() - L->t0;
+	if (stats)
+		*stats = L->st;
+
+	close_files(L);
+	haccel_hostmem_free(L->staging);
+	if (L->xs)
+		XXH3_freeState(L->xs);
+	free(L->cursor);
+	free(L->free_buf);
+	free(L->ch);
+	free(L);
+	return ret;
+}

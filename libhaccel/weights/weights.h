@@ -74,11 +74,12 @@ struct haccel__st_header {
 
 /*
  * Parse and validate a safetensors header. buf holds the first buf_len
- * bytes of a file of file_size bytes (buf_len >= 8, and at least 8 + header
- * length when the header is to be parsed: the function says how many bytes
- * it needs through *need when buf_len is too short, returning -EAGAIN).
- * label names the file in messages. Returns 0, -EAGAIN, -EBADMSG (with
- * haccel_last_error() naming file, tensor and rule), -ENOMEM.
+ * bytes of a file of file_size bytes. When buf_len is too short (fewer than
+ * 8 bytes, or fewer than 8 + header length) it returns -EAGAIN and says how
+ * many bytes it needs through *need (need may be NULL). A file shorter than
+ * 8 bytes is -EBADMSG. label names the file in messages. Returns 0,
+ * -EAGAIN, -EBADMSG (with haccel_last_error() naming file, tensor and rule),
+ * -ENOMEM.
  */
 int haccel__st_parse(struct haccel_ctx *ctx, const char *label,
 		     const uint8_t *buf, size_t buf_len, uint64_t file_size,

@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: MIT
+/* haccel-ctl weights: inspect on good and bad checkpoints, --json, --limit, verify against stored checksums, usage errors. */
+#include "config.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "st-writer.h"
+
+struct result {
+	int status;      /* exit code, or 128 + signal */
+	char out[65536];
+	char err[8192];
+};
+
+static struct result r;
+static char *dir;
+static char path[ST_PATH];
+
+static void drain(int fd, char *buf, size_t len)
+{
+	size_t got = 0;
+
+	for (;;) {
+		ssize_t n = read(fd, buf + got, len - 1 - got);
+		if (n <= 0 || (got += (size_t)n) == len - 1)
+			break;
+	}
+	buf[got] = '\0';
+}
+
+/* Run $HACCEL_CTL with args (NULL-terminated); stdout and stderr kept. */
+static void ctl(const char *first, ...)
+{
+	const char *tool = getenv("HACCEL_CTL");
+	const char *argv[32];
+	char errpath[] = "/tmp/haccel-test-err-XXXXXX";
+	int pout[2], efd, st, n = 0;
+	va_list ap;
+	pid_t pid;
+
+	if (!tool)
+		ktap_skip("HACCEL_CTL not set: run through make check");
+	argv[n++] = tool;
+	argv[n++] = first;
+	va_start(ap, first);
+	while (first && n < 31 && (argv[n] = va_arg(ap, const char *)))
+		n++;
+	va_end(ap);
+	argv[n] = NULL;
+
+	KTAP_ASSERT(pipe(pout) == 0);
+	efd = mkstemp(errpath);
+	KTAP_ASSERT(efd >= 0);
+	unlink(errpath);
+	pid = fork();
+	KTAP_ASSERT(pid >= 0);
+	if (pid == 0) {
+		dup2(pout[1], STDOUT_FILENO);
+		dup2(efd, STDERR_FILENO);
+		close(pout[0]);
+		close(pout[1]);
+		execv(tool, (char *const *)argv);
+		_exit(127);
+	}
+	close(pout[1]);
+	drain(pout[0], r.out, sizeof(r.out));
+	close(pout[0]);
+	waitpid(pid, &st, 0);
+	lseek(efd, 0, SEEK_SET);
+	drain(efd, r.err, sizeof(r.err));
+	close(efd);
+	r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	if (r.status != 0)
+		ktap_diag("exit %d, stderr: %.300s", r.status, r.err);
+}
+
+static json_t *parse_out(void)
+{
+	json_error_t e;
+	json_t *j = json_loads(r.out, 0, &e);
+
+	if (!j)
+		ktap_fail_at(__FILE__, __LINE__, "output is not JSON (%s at line %d): %.200s",
+			     e.text, e.line, r.out);
+	return j;
+}
+
+static struct st_tensor good[] = {
+	ST_T("model.embed.weight", "BF16", 0, 0, 16, 8),
+	ST_T("model.norm.weight", "F32", 0, 0, 8),
+	ST_T("model.q.weight", "F4", 0, 0, 4, 8),
+	ST_T("b", "U8", 0, 0, 5),
+	ST_T("a", "U8", 0, 0, 3),
+};
+
+/* Write the good checkpoint with a checksum for each tensor (a wrong one
+ * for tensor `bad`, when >= 0). */
+static void write_good(int with_sums, int bad)
+{
+	struct st_spec s = { .tensors = good, .n = 5 };
+	uint8_t data[512];
+	char meta[2048];
+	size_t o;
+
+	st_pack(good, 5);
+	KTAP_ASSERT(good[4].end <= sizeof(data));
+	/* The bytes st_write() puts in the data buffer. */
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = st_data_byte(i);
+	o = (size_t)snprintf(meta, sizeof(meta), "{\"format\":\"pt\"");
+	for (int i = 0; with_sums && i < 5; i++) {
+		uint64_t h = XXH3_64bits(data + good[i].begin, good[i].end - good[i].begin);
+
+		o += (size_t)snprintf(meta + o, sizeof(meta) - o,
+				      ",\"haccel.xxh3:%s\":\"%016llx\"", good[i].name,
+				      (unsigned long long)(i == bad ? h ^ 1 : h));
+	}
+	snprintf(meta + o, sizeof(meta) - o, "}");
+	s.meta = meta;
+	st_write(path, &s);
+}
+
+static void setup(void)
+{
+	/* Skip before making anything that a skip would leave behind. */
+	if (!getenv("HACCEL_CTL"))
+		ktap_skip("HACCEL_CTL not set: run through make check");
+	dir = st_tmpdir();
+	st_join(path, dir, "model.safetensors");
+}
+
+static void t_inspect_human(void)
+{
+	setup();
+	write_good(1, -1);
+	ctl("weights", "inspect", path, NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	KTAP_EXPECT(strstr(r.out, "1 file, 5 tensors") != NULL);
+	KTAP_EXPECT(strstr(r.out, "model.embed.weight") && strstr(r.out, "[16, 8]") &&
+		    strstr(r.out, "BF16") && strstr(r.out, "256 B"));
+	KTAP_EXPECT(strstr(r.out, "  BF16            1 tensor        256 B\n") != NULL);
+	KTAP_EXPECT(strstr(r.out, "312 B, 5 with a stored checksum") != NULL);
+	KTAP_EXPECT(strstr(r.out, "format = pt") != NULL);
+	KTAP_EXPECT(strstr(r.out, "(5 haccel.xxh3:<tensor> checksum entries)") != NULL);
+	/* Listed in file order: "a" after "model.embed.weight". */
+	KTAP_EXPECT(strstr(r.out, "model.embed.weight") < strstr(r.out, "  a "));
+	/* Options before the command work too; a directory is a checkpoint. */
+	ctl("--json", "weights", "inspect", dir, NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	json_decref(parse_out());
+	st_rmtree(dir);
+}
+
+static void t_inspect_json(void)
+{
+	json_t *j, *t, *f, *tot;
+
+	setup();
+	write_good(0, -1);
+	ctl("weights", "inspect", path, "--json", NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+	j = parse_out();
+	KTAP_ASSERT(j);
+	f = json_array_get(json_object_get(j, "files"), 0);
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(f, "path")), path));
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(f, "tensors")), 5);
+	KTAP_EXPECT(json_integer_value(json_object_get(f, "header_bytes")) > 0);
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(json_object_get(f, "metadata"), "format")), "pt"));
+	KTAP_ASSERT_EQ(json_array_size(json_object_get(j, "tensors")), 5);
+	t = json_array_get(json_object_get(j, "tensors"), 2);
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(t, "name")), "model.q.weight"));
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(t, "dtype")), "F4"));
+	KTAP_EXPECT_EQ(json_integer_value(json_array_get(json_object_get(t, "shape"), 1)), 8);
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(t, "bytes")), 16);
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(t, "offset")),
+		       json_integer_value(json_object_get(f, "header_bytes")) + 8 + 256 + 32);
+	KTAP_EXPECT(json_is_null(json_object_get(t, "checksum")));
+	tot = json_object_get(j, "totals");
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(tot, "tensors")), 5);
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(tot, "tensor_bytes")), 256 + 32 + 16 + 8);
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(json_object_get(json_object_get(tot, "by_dtype"), "U8"), "tensors")), 2);
+	json_decref(j);
+	st_rmtree(dir);
+}
+
+static void t_inspect_limit(void)
+{
+	json_t *j;
+
+	setup();
+	write_good(0, -1);
+	ctl("weights", "inspect", "--limit", "2", path, NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	KTAP_EXPECT(strstr(r.out, "... 3 more (--limit 0 lists all)") != NULL);
+	KTAP_EXPECT(strstr(r.out, "model.q.weight") == NULL);
+	KTAP_EXPECT(strstr(r.out, "5 tensors") != NULL);
+	ctl("weights", "inspect", "-j", "-n", "1", path, NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+	j = parse_out();
+	KTAP_ASSERT(j);
+	KTAP_EXPECT_EQ(json_array_size(json_object_get(j, "tensors")), 1);
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(j, "tensors_listed")), 1);
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(json_object_get(j, "totals"), "tensors")), 5);
+	json_decref(j);
+	st_rmtree(dir);
+}
+
+static void t_inspect_bad_file(void)
+{
+	struct st_tensor bad[] = { ST_T("model.layers.0.mlp.up_proj.weight", "BF16", 0, 100, 10, 20) };
+	struct st_spec s = { .tensors = bad, .n = 1 };
+	char want[1024];
+
+	setup();
+	st_write(path, &s);
+	ctl("weights", "inspect", path, NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	snprintf(want, sizeof(want),
+		 "haccel-ctl: %s: tensor \"model.layers.0.mlp.up_proj.weight\": data_offsets [0, 100] hold 100 bytes but shape [10, 20] of BF16 needs 400\n",
+		 path);
+	KTAP_EXPECT(!strcmp(r.err, want));
+	KTAP_EXPECT_EQ(r.out[0], '\0');
+	ctl("weights", "inspect", "--json", path, NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "needs 400") != NULL);
+	st_join(want, dir, "missing.safetensors");
+	ctl("weights", "inspect", want, NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "missing.safetensors: no such file") != NULL);
+	st_rmtree(dir);
+}
+
+static void t_verify(void)
+{
+	json_t *j;
+
+	setup();
+	write_good(1, -1);
+	ctl("weights", "verify", path, NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	KTAP_EXPECT(strstr(r.out, "5 tensors read, 5 match their stored checksum, 0 have none") != NULL);
+	ctl("weights", "verify", path, "--json", NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+	j = parse_out();
+	KTAP_ASSERT(j);
+	KTAP_EXPECT(json_is_true(json_object_get(j, "ok")));
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(j, "verified")), 5);
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(j, "mismatches")), 0);
+	json_decref(j);
+
+	/* No stored checksums: read and counted as unverified. */
+	write_good(0, -1);
+	ctl("weights", "verify", path, NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	KTAP_EXPECT(strstr(r.out, "0 match their stored checksum, 5 have none") != NULL);
+
+	/* A wrong checksum fails, naming the tensor. */
+	write_good(1, 3);
+	ctl("weights", "verify", path, NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "verify failed") && strstr(r.err, "\"b\""));
+	ctl("weights", "verify", "--json", path, NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	j = parse_out();
+	KTAP_ASSERT(j);
+	KTAP_EXPECT(json_is_false(json_object_get(j, "ok")));
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(j, "mismatches")), 1);
+	json_decref(j);
+	st_rmtree(dir);
+}
+
+static void t_usage_errors(void)
+{
+	ctl("weights", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "missing subcommand") != NULL);
+	ctl("weights", "frob", "x", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "unknown subcommand 'frob'") != NULL);
+	ctl("weights", "inspect", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "missing PATH") != NULL);
+	ctl("weights", "inspect", "a", "b", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "unexpected argument 'b'") != NULL);
+	ctl("weights", "inspect", "a", "--limit", "x", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "bad value 'x' for --limit") != NULL);
+	ctl("weights", "inspect", "a", "--limit", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	ctl("weights", "verify", "a", "--limit", "3", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	ctl("weights", "inspect", "a", "--bogus", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	ctl("weights", "--help", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	KTAP_EXPECT(strstr(r.out, "haccel-ctl weights inspect PATH") && strstr(r.out, "verify"));
+	ctl("weights", "inspect", "--help", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	ctl("--help", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	KTAP_EXPECT(strstr(r.out, "weights") != NULL);
+}
+
+static const struct ktap_case cases[] = {
+	KTAP_CASE(t_inspect_human),
+	KTAP_CASE(t_inspect_json),
+	KTAP_CASE(t_inspect_limit),
+	KTAP_CASE(t_inspect_bad_file),
+	KTAP_CASE(t_verify),
+	KTAP_CASE(t_usage_errors),
+};
+
+int main(int argc, char **argv)
+{
+	return KTAP_MAIN(argc, argv, cases);
+}

@@ -1,0 +1,579 @@
+// SPDX-License-Identifier: MIT
+/* The loader puts every byte where it belongs through io_uring and the pread pool, direct and buffered, and turns changed files, bad checksums and sink errors into errors. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "st-writer.h"
+
+/* Test files live beside the build (a real disk, for O_DIRECT), not in a
+ * /tmp that may be tmpfs. */
+static char *load_tmpdir(void)
+{
+	char *dir = strdup("./haccel-load-XXXXXX");
+
+	KTAP_ASSERT(dir && mkdtemp(dir));
+	return dir;
+}
+
+/* Tensors of 0, 1, 4097, 3 MiB + 5 and odd sizes: nothing aligned, and a
+ * file size that is no multiple of 4096. */
+static struct st_tensor mixed[] = {
+	ST_T("a.empty", "F32", 0, 0, 0),
+	ST_T("b.one", "U8", 0, 0, 1),
+	ST_T("c.odd", "U8", 0, 0, 4097),
+	ST_T("d.big", "U8", 0, 0, 3 * 1048576 + 5),
+	ST_T("e.bf16", "BF16", 0, 0, 3, 1001),
+	ST_T("f.tail_empty", "I8", 0, 0, 0),
+};
+#define N_MIXED (sizeof(mixed) / sizeof(mixed[0]))
+
+/* __metadata__ with the checksum of every tensor (one wrong when asked). */
+static char *checksum_meta(const struct st_tensor *t, size_t n, int corrupt)
+{
+	struct st_buf b = { 0 };
+
+	st_puts(&b, "{");
+	for (size_t i = 0; i < n; i++) {
+		uint64_t len = t[i].end - t[i].begin;
+		uint8_t *d = malloc(len + 1);
+
+		for (uint64_t k = 0; k < len; k++)
+			d[k] = st_data_byte(t[i].begin + k);
+		uint64_t h = XXH3_64bits(d, len) ^ (corrupt == (int)i ? 1 : 0);
+		free(d);
+		st_puts(&b, "%s\"%s%s\":\"%016llx\"", i ? "," : "", HACCEL_CHECKSUM_PREFIX,
+			t[i].name, (unsigned long long)h);
+	}
+	st_puts(&b, "}");
+	return b.s;
+}
+
+static void write_mixed(const char *path, int with_sums, int corrupt)
+{
+	struct st_spec s = { .tensors = mixed, .n = N_MIXED };
+	char *meta = NULL;
+
+	st_pack(mixed, N_MIXED);
+	if (with_sums)
+		s.meta = meta = checksum_meta(mixed, N_MIXED, corrupt);
+	st_write(path, &s);
+	free(meta);
+}
+
+static struct haccel_load_stats st;
+
+/* Load w with flags into a fresh destination; returns the status. */
+static int load_into(struct haccel_weights *w, uint32_t flags, uint32_t qd,
+		     uint32_t chunk, uint8_t **dest_out)
+{
+	struct haccel_weights_info info;
+	struct haccel_load_params p;
+	struct haccel_host_sink sink;
+	uint8_t *dest;
+	int ret;
+
+	haccel_weights_info(w, &info);
+	dest = malloc(info.dest_bytes + 1);
+	KTAP_ASSERT(dest != NULL);
+	memset(dest, 0xcc, info.dest_bytes + 1);
+	haccel_load_params_init(&p);
+	p.flags = flags;
+	p.queue_depth = qd;
+	p.chunk_bytes = chunk;
+	p.threads = 3;
+	haccel_host_sink_init(&sink, dest, info.dest_bytes);
+	memset(&st, 0, sizeof(st));
+	ret = haccel_load(w, &p, &sink.sink, &st);
+	if (dest_out)
+		*dest_out = dest;
+	else
+		free(dest);
+	return ret;
+}
+
+/* The bytes of tensor i as the file holds them, checked at its dest. */
+static void expect_tensors(struct haccel_weights *w, const uint8_t *dest,
+			   const char *what)
+{
+	struct haccel_weights_info info;
+
+	haccel_weights_info(w, &info);
+	for (uint32_t i = 0; i < info.n_tensors; i++) {
+		struct haccel_tensor_info t, f0;
+
+		haccel_weights_tensor(w, i, &t);
+		/* The first tensor of a file begins its data region (no holes),
+		 * and st-writer made data byte k equal to st_data_byte(k). */
+		for (uint32_t k = 0;; k++) {
+			haccel_weights_tensor(w, k, &f0);
+			if (f0.file == t.file)
+				break;
+		}
+		uint64_t region_off = t.file_offset - f0.file_offset;
+		for (uint64_t k = 0; k < t.bytes; k++)
+			if (dest[t.dest_offset + k] != st_data_byte(region_off + k)) {
+				ktap_fail_at(__FILE__, __LINE__, "%s: tensor %s byte %llu wrong",
+					     what, t.name, (unsigned long long)k);
+				return;
+			}
+	}
+}
+
+static void t_every_path_every_byte(void)
+{
+	struct haccel_ctx *ctx = st_ctx();
+	char *dir = load_tmpdir(), path[ST_PATH], what[128];
+	static const struct { uint32_t flags; uint32_t qd, chunk; } runs[] = {
+		{ HACCEL_LOAD_DIRECT, 32, 64 << 10 },
+		{ HACCEL_LOAD_DIRECT, 1, 64 << 10 },
+		{ HACCEL_LOAD_DIRECT, 4, 4 << 20 },
+		{ HACCEL_LOAD_BUFFERED, 32, 64 << 10 },
+		{ HACCEL_LOAD_BUFFERED, 2, 1 << 20 },
+		{ HACCEL_LOAD_DIRECT | HACCEL_LOAD_PREAD, 8, 64 << 10 },
+		{ HACCEL_LOAD_BUFFERED | HACCEL_LOAD_PREAD, 8, 64 << 10 },
+		{ 0, 16, 128 << 10 }, /* automatic mode */
+	};
+	struct haccel_weights *w;
+	uint8_t *dest;
+
+	write_mixed(st_join(path, dir, "model.safetensors"), 1, -1);
+	w = ST_OPEN(ctx, path);
+	for (size_t r = 0; r < sizeof(runs) / sizeof(runs[0]); r++) {
+		uint32_t flags = runs[r].flags | HACCEL_LOAD_VERIFY;
+
+		snprintf(what, sizeof(what), "flags %#x depth %u chunk %u", runs[r].flags,
+			 runs[r].qd, runs[r].chunk);
+		KTAP_ASSERT_EQ(load_into(w, flags, runs[r].qd, runs[r].chunk, &dest), 0);
+		expect_tensors(w, dest, what);
+		free(dest);
+		KTAP_EXPECT_EQ(st.tensors_verified, N_MIXED);
+		KTAP_EXPECT_EQ(st.tensors_unverified, 0);
+		KTAP_EXPECT_EQ(st.io_path, runs[r].flags & HACCEL_LOAD_PREAD ? HACCEL_IO_PREAD : HACCEL_IO_URING);
+		if (runs[r].flags & HACCEL_LOAD_BUFFERED)
+			KTAP_EXPECT_EQ(st.direct, 0);
+		if ((runs[r].flags & HACCEL_LOAD_DIRECT) && !st.direct)
+			ktap_diag("%s: this filesystem has no O_DIRECT: read buffered", what);
+		if (st.direct)
+			KTAP_EXPECT(st.read_bytes >= st.tensor_bytes); /* aligned extents */
+		KTAP_EXPECT(st.ns > 0);
+		if (ktap_failures()) {
+			ktap_diag("failed run: %s", what);
+			break;
+		}
+	}
+	/* Without VERIFY nothing is hashed; without sums nothing verified. */
+	KTAP_ASSERT_EQ(load_into(w, 0, 8, 64 << 10, NULL), 0);
+	KTAP_EXPECT_EQ(st.tensors_verified + st.tensors_unverified, 0);
+	haccel_weights_close(w);
+	write_mixed(path, 0, -1);
+	w = ST_OPEN(ctx, path);
+	KTAP_ASSERT_EQ(load_into(w, HACCEL_LOAD_VERIFY | HACCEL_LOAD_DIRECT, 8, 64 << 10, NULL), 0);
+	KTAP_EXPECT_EQ(st.tensors_unverified, N_MIXED);
+	KTAP_EXPECT_EQ(st.tensors_verified, 0);
+	haccel_weights_close(w);
+	st_rmtree(dir);
+	haccel_close(ctx);
+}
+
+static void t_sharded(void)
+{
+	struct haccel_ctx *ctx = st_ctx();
+	char *dir = load_tmpdir(), path[ST_PATH];
+	struct st_tensor a[] = { ST_T("x", "U8", 0, 0, 5000), ST_T("y", "U8", 0, 0, 3) };
+	struct st_tensor b[] = { ST_T("z", "U8", 0, 0, 70000) };
+	struct st_spec sa = { .tensors = a, .n = 2 }, sb = { .tensors = b, .n = 1 };
+	struct haccel_weights_info info;
+	struct haccel_tensor_info tz;
+	struct haccel_weights *w;
+	uint8_t *dest;
+	uint32_t iz;
+
+	st_pack(a, 2);
+	st_pack(b, 1);
+	st_write(st_join(path, dir, "m-1.safetensors"), &sa);
+	st_write(st_join(path, dir, "m-2.safetensors"), &sb);
+	st_write_text(st_join(path, dir, "model.safetensors.index.json"),
+		      "{\"metadata\":{},\"weight_map\":{\"x\":\"m-1.safetensors\","
+		      "\"y\":\"m-1.safetensors\",\"z\":\"m-2.safetensors\"}}");
+	w = ST_OPEN(ctx, dir);
+	haccel_weights_info(w, &info);
+	KTAP_ASSERT_EQ(info.n_files, 2);
+	KTAP_ASSERT_EQ(haccel_weights_find(w, "z", &iz), 0);
+	KTAP_ASSERT_EQ(haccel_weights_tensor(w, iz, &tz), 0);
+	KTAP_EXPECT_EQ(tz.dest_offset % 4096, 0); /* second file's region */
+	KTAP_EXPECT(tz.dest_offset >= 5003);
+	for (int mode = 0; mode < 2; mode++) {
+		KTAP_ASSERT_EQ(load_into(w, mode ? HACCEL_LOAD_BUFFERED : HACCEL_LOAD_DIRECT,
+					 4, 64 << 10, &dest), 0);
+		expect_tensors(w, dest, mode ? "sharded buffered" : "sharded direct");
+		KTAP_EXPECT_EQ(st.tensor_bytes, 5003 + 70000);
+		free(dest);
+	}
+	haccel_weights_close(w);
+	st_rmtree(dir);
+	haccel_close(ctx);
+}
+
+static void t_checksum_mismatch(void)
+{
+	struct haccel_ctx *ctx = st_ctx();
+	char *dir = load_tmpdir(), path[ST_PATH], err[1024];
+	struct haccel_weights *w;
+
+	write_mixed(st_join(path, dir, "model.safetensors"), 1, 3);
+	w = ST_OPEN(ctx, path);
+	for (int mode = 0; mode < 2; mode++) {
+		uint32_t f = HACCEL_LOAD_VERIFY | (mode ? HACCEL_LOAD_BUFFERED : HACCEL_LOAD_DIRECT);
+
+		KTAP_EXPECT_EQ(load_into(w, f, 8, 64 << 10, NULL), -EBADMSG);
+		haccel_last_error(ctx, err, sizeof(err));
+		KTAP_EXPECT(strstr(err, "d.big") && strstr(err, "checksum mismatch"));
+		KTAP_EXPECT(strstr(err, "model.safetensors") != NULL);
+	}
+	/* Without VERIFY the same file loads. */
+	KTAP_EXPECT_EQ(load_into(w, HACCEL_LOAD_DIRECT, 8, 64 << 10, NULL), 0);
+	haccel_weights_close(w);
+	st_rmtree(dir);
+	haccel_close(ctx);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+static void t_file_changed_before_load(void)
+{
+	struct haccel_ctx *ctx = st_ctx();
+	char *dir = load_tmpdir(), path[ST_PATH], err[1024];
+	struct haccel_weights *w;
+	int fd;
+
+	write_mixed(st_join(path, dir, "model.safetensors"), 0, -1);
+	w = ST_OPEN(ctx, path);
+	sleep_ms(30); /* past the timestamp granularity */
+	fd = open(path, O_WRONLY);
+	KTAP_ASSERT(fd >= 0);
+	off_t end = lseek(fd, 0, SEEK_END);
+	KTAP_ASSERT(pwrite(fd, "X", 1, end - 10) == 1); /* a data byte */
+	close(fd);
+	KTAP_EXPECT_EQ(load_into(w, 0, 8, 64 << 10, NULL), -EBADMSG);
+	haccel_last_error(ctx, err, sizeof(err));
+	KTAP_EXPECT(strstr(err, "changed since it was opened") != NULL);
+	haccel_weights_close(w);
+
+	/* Truncated between open and load: the size says so at once. */
+	write_mixed(path, 0, -1);
+	w = ST_OPEN(ctx, path);
+	KTAP_ASSERT(truncate(path, 5000) == 0);
+	KTAP_EXPECT_EQ(load_into(w, 0, 8, 64 << 10, NULL), -EBADMSG);
+	haccel_weights_close(w);
+	st_rmtree(dir);
+	haccel_close(ctx);
+}
+
+/* A sink that sabotages the file on its first put, then copies like the
+ * host sink. */
+struct evil_sink {
+	struct haccel_sink sink;
+	struct haccel_host_sink host;
+	const char *path;
+	int mode; /* 0 truncate, 1 rewrite a byte, 2 fail with -ENOSPC */
+	int calls;
+};
+
+static int evil_put(void *user, uint32_t tensor, uint64_t toff, uint64_t doff,
+		    const void *src, uint64_t n, uint32_t buf)
+{
+	struct evil_sink *e = user;
+
+	if (e->calls++ == 0) {
+		if (e->mode == 0) {
+			if (truncate(e->path, 6000))
+				return -errno;
+		} else if (e->mode == 1) {
+			int fd = open(e->path, O_WRONLY);
+			sleep_ms(30);
+			if (fd < 0 || pwrite(fd, "Y", 1, 200) != 1)
+				return -EIO;
+			close(fd);
+		} else {
+			return -ENOSPC;
+		}
+	}
+	return e->host.sink.put(&e->host, tensor, toff, doff, src, n, buf);
+}
+
+static void t_file_changed_during_load(void)
+{
+	struct haccel_ctx *ctx = st_ctx();
+	char *dir = load_tmpdir(), path[ST_PATH], err[1024];
+	struct haccel_weights_info info;
+	struct haccel_load_params p;
+	struct haccel_weights *w;
+	struct evil_sink e;
+	uint8_t *dest;
+
+	write_mixed(st_join(path, dir, "model.safetensors"), 0, -1);
+	for (int mode = 0; mode < 3; mode++) {
+		w = ST_OPEN(ctx, path);
+		haccel_weights_info(w, &info);
+		dest = malloc(info.dest_bytes);
+		memset(&e, 0, sizeof(e));
+		haccel_host_sink_init(&e.host, dest, info.dest_bytes);
+		e.sink.user = &e;
+		e.sink.put = evil_put;
+		e.path = path;
+		e.mode = mode;
+		haccel_load_params_init(&p);
+		/* Through staging, one small read at a time: the sabotage
+		 * lands before most of the file is read. */
+		p.flags = HACCEL_LOAD_DIRECT;
+		p.queue_depth = 1;
+		p.chunk_bytes = 64 << 10;
+		int ret = haccel_load(w, &p, &e.sink, &st);
+		haccel_last_error(ctx, err, sizeof(err));
+		if (mode == 0) {
+			KTAP_EXPECT_EQ(ret, -EBADMSG);
+			KTAP_EXPECT(strstr(err, "truncated") || strstr(err, "changed"));
+		} else if (mode == 1) {
+			KTAP_EXPECT_EQ(ret, -EBADMSG);
+			KTAP_EXPECT(strstr(err, "changed during the load") != NULL);
+		} else {
+			KTAP_EXPECT_EQ(ret, -ENOSPC);
+			KTAP_EXPECT(strstr(err, "sink refused") != NULL);
+		}
+		free(dest);
+		haccel_weights_close(w);
+		write_mixed(path, 0, -1);
+	}
+	st_rmtree(dir);
+	haccel_close(ctx);
+}
+
+/* An asynchronous sink: records the order of puts and waits. */
+struct async_sink {
+	struct haccel_sink sink;
+	uint64_t last_dest;
+	int out_of_order, waits, finishes, pending[64];
+	uint8_t *dest;
+};
+
+static int async_put(void *user, uint32_t tensor, uint64_t toff, uint64_t doff,
+		     const void *src, uint64_t n, uint32_t buf)
+{
+	struct async_sink *a = user;
+
+	(void)tensor;
+	(void)toff;
+	if (doff < a->last_dest)
+		a->out_of_order++;
+	a->last_dest = doff + n;
+	memcpy(a->dest + doff, src, n);
+	a->pending[buf % 64] = 1;
+	return 0;
+}
+
+static int async_wait(void *user, uint32_t buf)
+{
+	struct async_sink *a = user;
+
+	a->waits++;
+	a->pending[buf % 64] = 0;
+	return 0;
+}
+
+static int async_finish(void *user)
+{
+	((struct async_sink *)user)->finishes++;
+	return 0;
+}
+
+static void t_async_sink_protocol(void)
+{
+	struct haccel_ctx *ctx = st_ctx();
+	char *dir = load_tmpdir(), path[ST_PATH];
+	struct haccel_weights_info info;
+	struct haccel_load_params p;
+	struct haccel_weights *w;
+	struct async_sink a;
+
+	write_mixed(st_join(path, dir, "model.safetensors"), 1, -1);
+	w = ST_OPEN(ctx, path);
+	haccel_weights_info(w, &info);
+	for (int mode = 0; mode < 2; mode++) {
+		memset(&a, 0, sizeof(a));
+		a.dest = calloc(1, info.dest_bytes);
+		a.sink.user = &a;
+		a.sink.put = async_put;
+		a.sink.wait = async_wait;
+		a.sink.finish = async_finish;
+		haccel_load_params_init(&p);
+		/* No host layout offered: buffered reads go through staging too. */
+		p.flags = HACCEL_LOAD_VERIFY | (mode ? HACCEL_LOAD_BUFFERED : HACCEL_LOAD_DIRECT);
+		p.queue_depth = 4;
+		p.chunk_bytes = 64 << 10;
+		KTAP_ASSERT_EQ(haccel_load(w, &p, &a.sink, &st), 0);
+		KTAP_EXPECT_EQ(a.out_of_order, 0);
+		KTAP_EXPECT_EQ(a.finishes, 1);
+		/* Every buffer use after the first four waited first. */
+		KTAP_EXPECT(a.waits >= (int)(info.tensor_bytes / (64 << 10)) - 4);
+		KTAP_EXPECT_EQ(st.tensors_verified, N_MIXED);
+		expect_tensors(w, a.dest, mode ? "async buffered" : "async direct");
+		free(a.dest);
+	}
+	haccel_weights_close(w);
+	st_rmtree(dir);
+	haccel_close(ctx);
+}
+
+static void t_bad_params(void)
+{
+	struct haccel_ctx *ctx = st_ctx();
+	char *dir = load_tmpdir(), path[ST_PATH];
+	struct haccel_weights_info info;
+	struct haccel_load_params p;
+	struct haccel_host_sink sink;
+	struct haccel_weights *w;
+	uint8_t *dest;
+
+	write_mixed(st_join(path, dir, "model.safetensors"), 0, -1);
+	w = ST_OPEN(ctx, path);
+	haccel_weights_info(w, &info);
+	dest = malloc(info.dest_bytes);
+	haccel_host_sink_init(&sink, dest, info.dest_bytes);
+#define BAD(stmt)                                                           \
+	do {                                                                \
+		haccel_load_params_init(&p);                                \
+		stmt;                                                       \
+		KTAP_EXPECT_EQ(haccel_load(w, &p, &sink.sink, NULL), -EINVAL); \
+	} while (0)
+	BAD(p.flags = 1u << 9);
+	BAD(p.flags = HACCEL_LOAD_DIRECT | HACCEL_LOAD_BUFFERED);
+	BAD(p.queue_depth = 0);
+	BAD(p.threads = 0);
+	BAD(p.chunk_bytes = 4096);
+	BAD(p.chunk_bytes = (64 << 10) + 1);
+	BAD(p.node = -2);
+	BAD(p.reserved = 1);
+	BAD(p.size = 3);
+#undef BAD
+	KTAP_EXPECT_EQ(haccel_load(NULL, NULL, &sink.sink, NULL), -EINVAL);
+	KTAP_EXPECT_EQ(haccel_load(w, NULL, NULL, NULL), -EINVAL);
+	/* A destination too small for the host layout. */
+	haccel_host_sink_init(&sink, dest, info.dest_bytes - 1);
+	haccel_load_params_init(&p);
+	p.flags = HACCEL_LOAD_BUFFERED;
+	KTAP_EXPECT_EQ(haccel_load(w, &p, &sink.sink, NULL), -EINVAL);
+	p.flags = HACCEL_LOAD_DIRECT;
+	KTAP_EXPECT_EQ(haccel_load(w, &p, &sink.sink, NULL), -ERANGE);
+	/* Defaults (p == NULL) and a node binding work. */
+	haccel_host_sink_init(&sink, dest, info.dest_bytes);
+	KTAP_EXPECT_EQ(haccel_load(w, NULL, &sink.sink, NULL), 0);
+	haccel_load_params_init(&p);
+	p.node = 0;
+	KTAP_EXPECT_EQ(haccel_load(w, &p, &sink.sink, NULL), 0);
+	free(dest);
+	haccel_weights_close(w);
+	st_rmtree(dir);
+	haccel_close(ctx);
+}
+
+static void t_forced_and_refused_io_uring(void)
+{
+	struct haccel_ctx *ctx = st_ctx();
+	char *dir = load_tmpdir(), path[ST_PATH];
+	struct haccel_weights *w;
+	uint8_t *dest;
+
+	write_mixed(st_join(path, dir, "model.safetensors"), 1, -1);
+	w = ST_OPEN(ctx, path);
+	setenv("HACCEL_FORCE_PREAD", "1", 1);
+	KTAP_ASSERT_EQ(load_into(w, HACCEL_LOAD_VERIFY, 8, 64 << 10, &dest), 0);
+	KTAP_EXPECT_EQ(st.io_path, HACCEL_IO_PREAD);
+	KTAP_EXPECT(strstr(st.fallback_reason, "HACCEL_FORCE_PREAD") != NULL);
+	expect_tensors(w, dest, "forced pread");
+	free(dest);
+	unsetenv("HACCEL_FORCE_PREAD");
+
+	/* The kernel refuses io_uring_setup (as seccomp or
+	 * kernel.io_uring_disabled would): the pool takes over, bytes equal. */
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+		haccel_weights_close(w);
+		st_rmtree(dir);
+		haccel_close(ctx);
+		ktap_skip("cannot install a seccomp filter here: %s", strerror(errno));
+	}
+	KTAP_ASSERT_EQ(load_into(w, HACCEL_LOAD_VERIFY, 8, 64 << 10, &dest), 0);
+	KTAP_EXPECT_EQ(st.io_path, HACCEL_IO_PREAD);
+	KTAP_EXPECT(strstr(st.fallback_reason, "io_uring refused") != NULL);
+	KTAP_EXPECT(strstr(st.fallback_reason, "Operation not permitted") != NULL);
+	KTAP_EXPECT_EQ(st.tensors_verified, N_MIXED);
+	expect_tensors(w, dest, "refused io_uring");
+	free(dest);
+	haccel_weights_close(w);
+	st_rmtree(dir);
+	haccel_close(ctx);
+}
+
+static void t_empty_checkpoints(void)
+{
+	struct haccel_ctx *ctx = st_ctx();
+	char *dir = load_tmpdir(), path[ST_PATH];
+	struct st_tensor z[] = { ST_T("z0", "F32", 0, 0, 0), ST_T("z1", "F16", 0, 0, 5, 0) };
+	struct st_spec none = { 0 }, zeros = { .tensors = z, .n = 2 };
+	struct haccel_weights *w;
+
+	st_write(st_join(path, dir, "a.safetensors"), &none);
+	w = ST_OPEN(ctx, path);
+	KTAP_EXPECT_EQ(load_into(w, HACCEL_LOAD_DIRECT, 8, 64 << 10, NULL), 0);
+	KTAP_EXPECT_EQ(st.tensor_bytes, 0);
+	haccel_weights_close(w);
+	st_write(st_join(path, dir, "b.safetensors"), &zeros);
+	w = ST_OPEN(ctx, path);
+	KTAP_EXPECT_EQ(load_into(w, HACCEL_LOAD_VERIFY, 8, 64 << 10, NULL), 0);
+	KTAP_EXPECT_EQ(st.tensors_unverified, 2);
+	haccel_weights_close(w);
+	st_rmtree(dir);
+	haccel_close(ctx);
+}
+
+static const struct ktap_case cases[] = {
+	KTAP_CASE(t_every_path_every_byte),
+	KTAP_CASE(t_sharded),
+	KTAP_CASE(t_checksum_mismatch),
+	KTAP_CASE(t_file_changed_before_load),
+	KTAP_CASE(t_file_changed_during_load),
+	KTAP_CASE(t_async_sink_protocol),
+	KTAP_CASE(t_bad_params),
+	KTAP_CASE(t_forced_and_refused_io_uring),
+	KTAP_CASE(t_empty_checkpoints),
+};
+
+int main(int argc, char **argv)
+{
+	return KTAP_MAIN(argc, argv, cases);
+}

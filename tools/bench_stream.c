@@ -1,0 +1,644 @@
+// SPDX-License-Identifier: MIT
+/*
+ * haccel-bench stream PATH: how fast the loader gets a checkpoint into
+ * memory, beside the two figures that frame it, measured in the same run:
+ *
+ *  - the disk ceiling: raw sequential O_DIRECT reads of the same files with
+ *    io_uring, the best over queue depths 1..64 and block sizes 1..16 MiB
+ *    (one queue, as `dd iflag=direct` does, shows only part of a disk);
+ *  - a plain mmap + memcpy loader, what a simple loader does.
+ *
+ * Cold runs drop the files from the page cache first (posix_fadvise
+ * DONTNEED, checked with mincore; root may also use drop_caches) and say
+ * whether that worked; warm runs read the files into the cache first.
+ * Every destination is faulted in before the clock starts, for all loaders.
+ *
+ * --create SIZE writes a synthetic checkpoint at PATH first (bf16 tensors of
+ * uneven sizes, so none is aligned, with stored checksums).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <liburing.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "bench.h"
+#include "common.h"
+#include "haccel.h"
+
+struct sopts {
+	const char *path;
+	uint64_t create;
+	double probe_seconds;
+	unsigned int repeat;
+	uint32_t qd, chunk, threads;
+	int cold, warm, verify;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: haccel-bench [--json] stream PATH [OPTIONS]\n"
+		"\n"
+		"PATH is a .safetensors file, an index, or a directory (see haccel-ctl weights).\n"
+		"\n"
+		"Options:\n"
+		"  --create SIZE       first write a synthetic checkpoint of SIZE bytes at PATH\n"
+		"                      (K/M/G suffixes; refuses to overwrite an existing file)\n"
+		"  --cold | --warm     only cold (page cache dropped) or warm runs (default both)\n"
+		"  --repeat N          runs per figure, median reported (default 3)\n"
+		"  --probe-seconds S   time per disk-ceiling probe (default 1.0)\n"
+		"  --queue-depth N     loader reads in flight (default 32)\n"
+		"  --chunk SIZE        loader read size (default 4M)\n"
+		"  --threads N         loader threads (default 8)\n"
+		"  --verify            also check stored checksums during haccel loads\n"
+		"  -j, --json          JSON on stdout\n"
+		"  -h, --help          this help\n");
+}
+
+/* --- synthetic checkpoint ------------------------------------------------- */
+
+static void fill_random(uint8_t *p, uint64_t n, uint64_t seed)
+{
+	uint64_t x = seed | 1;
+
+	for (uint64_t i = 0; i + 8 <= n; i += 8) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		memcpy(p + i, &x, 8);
+	}
+	for (uint64_t i = n & ~7ull; i < n; i++)
+		p[i] = (uint8_t)(x >> (8 * (i & 7)));
+}
+
+static int create_checkpoint(const char *path, uint64_t size)
+{
+	json_t *hdr = json_object(), *meta = json_object();
+	uint64_t off = 0, n_tensors = 0;
+	const uint64_t target_tensor = 48ull << 20;
+	char name[64], hex[17], *text = NULL;
+	uint8_t *buf = NULL;
+	int fd = -1, ret = -1;
+
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		tool_err("stream: --create %s: %s", path, strerror(errno));
+		return -1;
+	}
+	/* Tensors of uneven bf16 sizes around 48 MiB: offsets land anywhere. */
+	while (off < size) {
+		uint64_t rows = 1 + (n_tensors * 7919) % 97;
+		uint64_t cols = (target_tensor / 2 / 64) + (n_tensors * 104729) % 4099;
+		uint64_t bytes = rows * cols * 2;
+		json_t *t = json_object();
+
+		if (off + bytes > size) {
+			cols = (size - off) / 2 / rows;
+			if (!cols)
+				break;
+			bytes = rows * cols * 2;
+		}
+		snprintf(name, sizeof(name), "layers.%llu.weight", (unsigned long long)n_tensors);
+		json_object_set_new(t, "dtype", json_string("BF16"));
+		json_object_set_new(t, "shape", json_pack("[II]", (json_int_t)rows, (json_int_t)cols));
+		json_object_set_new(t, "data_offsets", json_pack("[II]", (json_int_t)off,
+								 (json_int_t)(off + bytes)));
+		json_object_set_new(hdr, name, t);
+		off += bytes;
+		n_tensors++;
+	}
+	buf = malloc(target_tensor * 2);
+	if (!buf)
+		goto out;
+	/* Checksums first (content is a function of the tensor index). */
+	off = 0;
+	for (uint64_t i = 0; i < n_tensors; i++) {
+		json_t *t;
+		uint64_t b, e;
+
+		snprintf(name, sizeof(name), "layers.%llu.weight", (unsigned long long)i);
+		t = json_object_get(hdr, name);
+		b = (uint64_t)json_integer_value(json_array_get(json_object_get(t, "data_offsets"), 0));
+		e = (uint64_t)json_integer_value(json_array_get(json_object_get(t, "data_offsets"), 1));
+		fill_random(buf, e - b, i + 1);
+		snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)XXH3_64bits(buf, e - b));
+		char key[96];
+		snprintf(key, sizeof(key), "%s%s", HACCEL_CHECKSUM_PREFIX, name);
+		json_object_set_new(meta, key, json_string(hex));
+	}
+	json_object_set_new(hdr, "__metadata__", meta);
+	meta = NULL;
+	text = json_dumps(hdr, JSON_COMPACT);
+	if (!text)
+		goto out;
+	uint64_t hlen = strlen(text);
+	uint8_t len8[8];
+	for (int i = 0; i < 8; i++)
+		len8[i] = (uint8_t)(hlen >> (8 * i));
+	if (write(fd, len8, 8) != 8 || write(fd, text, hlen) != (ssize_t)hlen)
+		goto io;
+	for (uint64_t i = 0; i < n_tensors; i++) {
+		json_t *t;
+		uint64_t b, e;
+
+		snprintf(name, sizeof(name), "layers.%llu.weight", (unsigned long long)i);
+		t = json_object_get(hdr, name);
+		b = (uint64_t)json_integer_value(json_array_get(json_object_get(t, "data_offsets"), 0));
+		e = (uint64_t)json_integer_value(json_array_get(json_object_get(t, "data_offsets"), 1));
+		fill_random(buf, e - b, i + 1);
+		for (uint64_t w = 0; w < e - b;) {
+			ssize_t r = write(fd, buf + w, e - b - w);
+			if (r <= 0)
+				goto io;
+			w += (uint64_t)r;
+		}
+	}
+	if (fsync(fd))
+		goto io;
+	ret = 0;
+	goto out;
+io:
+	tool_err("stream: writing %s: %s", path, strerror(errno));
+	unlink(path);
+out:
+	if (fd >= 0)
+		close(fd);
+	free(text);
+	free(buf);
+	json_decref(meta);
+	json_decref(hdr);
+	return ret;
+}
+
+/* --- page cache ----------------------------------------------------------- */
+
+static double resident_fraction(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat sb;
+	uint64_t res = 0, pages = 0;
+	long pg = sysconf(_SC_PAGESIZE);
+	const uint64_t window = 1ull << 30;
+	unsigned char *vec;
+
+	if (fd < 0 || fstat(fd, &sb)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	vec = malloc(window / (uint64_t)pg);
+	for (uint64_t off = 0; vec && off < (uint64_t)sb.st_size; off += window) {
+		uint64_t len = (uint64_t)sb.st_size - off < window ? (uint64_t)sb.st_size - off : window;
+		void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, (off_t)off);
+		uint64_t n = (len + (uint64_t)pg - 1) / (uint64_t)pg;
+
+		if (m == MAP_FAILED)
+			break;
+		if (!mincore(m, len, vec))
+			for (uint64_t i = 0; i < n; i++)
+				res += vec[i] & 1;
+		pages += n;
+		munmap(m, len);
+	}
+	free(vec);
+	close(fd);
+	return pages ? (double)res / (double)pages : 1.0;
+}
+
+/* Drop the files from the page cache; returns the fraction still cached. */
+static double drop_cache(struct haccel_weights *w, const char **how)
+{
+	struct haccel_weights_info info;
+	double worst = 0;
+
+	haccel_weights_info(w, &info);
+	*how = "posix_fadvise(DONTNEED)";
+	for (uint32_t f = 0; f < info.n_files; f++) {
+		int fd = open(haccel_weights_file(w, f), O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		fdatasync(fd);
+		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+		close(fd);
+	}
+	for (uint32_t f = 0; f < info.n_files; f++) {
+		double r = resident_fraction(haccel_weights_file(w, f));
+		if (r > worst)
+			worst = r;
+	}
+	if (worst > 0.01 && geteuid() == 0) {
+		int fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			if (write(fd, "1", 1) == 1)
+				*how = "posix_fadvise(DONTNEED) + drop_caches";
+			close(fd);
+		}
+		worst = 0;
+		for (uint32_t f = 0; f < info.n_files; f++) {
+			double r = resident_fraction(haccel_weights_file(w, f));
+			if (r > worst)
+				worst = r;
+		}
+	}
+	return worst;
+}
+
+/* Read the files once, buffered, so warm runs find them cached. */
+static double warm_cache(struct haccel_weights *w)
+{
+	struct haccel_weights_info info;
+	char *buf = malloc(8u << 20);
+	double worst = 1;
+
+	haccel_weights_info(w, &info);
+	for (uint32_t f = 0; buf && f < info.n_files; f++) {
+		int fd = open(haccel_weights_file(w, f), O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		while (read(fd, buf, 8u << 20) > 0)
+			;
+		close(fd);
+		double r = resident_fraction(haccel_weights_file(w, f));
+		if (r < worst)
+			worst = r;
+	}
+	free(buf);
+	return worst;
+}
+
+/* --- disk ceiling ----------------------------------------------------------- */
+
+struct probe {
+	uint32_t qd, bs;
+	double bps;
+};
+
+/* Sequential O_DIRECT reads at depth qd, blocks of bs, for about `seconds`,
+ * starting at *pos (wrapping), so successive probes read fresh regions. */
+static double probe_disk(const char *path, uint32_t qd, uint32_t bs, double seconds,
+			 uint64_t *pos)
+{
+	struct io_uring ring;
+	struct stat sb;
+	void *mem = NULL;
+	uint64_t bytes = 0, t0, limit = (uint64_t)(seconds * 1e9), size, next;
+	int fd, in_flight = 0;
+	double bps = -1;
+
+	fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &sb) || (uint64_t)sb.st_size < bs ||
+	    posix_memalign(&mem, 4096, (size_t)qd * bs) ||
+	    io_uring_queue_init(qd, &ring, 0)) {
+		close(fd);
+		free(mem);
+		return -1;
+	}
+	size = (uint64_t)sb.st_size / bs * bs;
+	next = (*pos / bs * bs) % size;
+	t0 = tool_now_ns();
+	for (uint32_t i = 0; i < qd; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+		io_uring_prep_read(sqe, fd, (char *)mem + (uint64_t)i * bs, bs, next);
+		io_uring_sqe_set_data64(sqe, i);
+		next = (next + bs) % size;
+		in_flight++;
+	}
+	io_uring_submit(&ring);
+	while (in_flight) {
+		struct io_uring_cqe *cqe;
+
+		if (io_uring_wait_cqe(&ring, &cqe))
+			break;
+		uint64_t slot = io_uring_cqe_get_data64(cqe);
+		int res = cqe->res;
+		io_uring_cqe_seen(&ring, cqe);
+		in_flight--;
+		if (res < 0)
+			goto out;
+		bytes += (uint64_t)res;
+		if (tool_now_ns() - t0 < limit) {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+			io_uring_prep_read(sqe, fd, (char *)mem + slot * bs, bs, next);
+			io_uring_sqe_set_data64(sqe, slot);
+			next = (next + bs) % size;
+			io_uring_submit(&ring);
+			in_flight++;
+		}
+	}
+	bps = (double)bytes * 1e9 / (double)(tool_now_ns() - t0);
+out:
+	*pos = next;
+	io_uring_queue_exit(&ring);
+	close(fd);
+	free(mem);
+	return bps;
+}
+
+/* --- loaders ---------------------------------------------------------------- */
+
+static double run_mmap_memcpy(struct haccel_weights *w, char *dest)
+{
+	struct haccel_weights_info info;
+	uint64_t t0 = tool_now_ns();
+
+	haccel_weights_info(w, &info);
+	for (uint32_t f = 0; f < info.n_files; f++) {
+		const char *p = haccel_weights_file(w, f);
+		int fd = open(p, O_RDONLY | O_CLOEXEC);
+		struct stat sb;
+		char *m;
+
+		if (fd < 0 || fstat(fd, &sb))
+			return -1;
+		m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		close(fd);
+		if (m == MAP_FAILED)
+			return -1;
+		for (uint32_t i = 0; i < info.n_tensors; i++) {
+			struct haccel_tensor_info t;
+			haccel_weights_tensor(w, i, &t);
+			if (t.file == f)
+				memcpy(dest + t.dest_offset, m + t.file_offset, t.bytes);
+		}
+		munmap(m, (size_t)sb.st_size);
+	}
+	return (double)info.tensor_bytes * 1e9 / (double)(tool_now_ns() - t0);
+}
+
+static double run_haccel(struct haccel_weights *w, char *dest, uint64_t dest_bytes,
+			 const struct sopts *o, uint32_t mode, struct haccel_load_stats *st)
+{
+	struct haccel_load_params p;
+	struct haccel_host_sink sink;
+	int ret;
+
+	haccel_load_params_init(&p);
+	p.flags = mode | (o->verify ? HACCEL_LOAD_VERIFY : 0);
+	p.queue_depth = o->qd;
+	p.chunk_bytes = o->chunk;
+	p.threads = o->threads;
+	haccel_host_sink_init(&sink, dest, dest_bytes);
+	ret = haccel_load(w, &p, &sink.sink, st);
+	if (ret)
+		return ret;
+	return (double)st->tensor_bytes * 1e9 / (double)st->ns;
+}
+
+static json_t *fig(double bps, double ceiling)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "bytes_per_s", json_real(bps));
+	if (ceiling > 0)
+		json_object_set_new(o, "fraction_of_ceiling", json_real(bps / ceiling));
+	return o;
+}
+
+static int parse(int argc, char **argv, struct sopts *o, int *json)
+{
+	enum { O_CREATE = 256, O_COLD, O_WARM, O_REPEAT, O_PROBE, O_QD, O_CHUNK, O_THREADS, O_VERIFY };
+	static const struct option lo[] = {
+		{ "create", required_argument, NULL, O_CREATE },
+		{ "cold", no_argument, NULL, O_COLD },
+		{ "warm", no_argument, NULL, O_WARM },
+		{ "repeat", required_argument, NULL, O_REPEAT },
+		{ "probe-seconds", required_argument, NULL, O_PROBE },
+		{ "queue-depth", required_argument, NULL, O_QD },
+		{ "chunk", required_argument, NULL, O_CHUNK },
+		{ "threads", required_argument, NULL, O_THREADS },
+		{ "verify", no_argument, NULL, O_VERIFY },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint64_t v;
+	char *end;
+	int c, cold = 0, warm = 0;
+
+	*o = (struct sopts){ .probe_seconds = 1.0, .repeat = 3, .qd = 32,
+			     .chunk = 4u << 20, .threads = 8 };
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "jh", lo, NULL)) != -1) {
+		switch (c) {
+		case O_CREATE:
+			if (tool_parse_size(optarg, &o->create) || o->create < 4096)
+				goto bad;
+			break;
+		case O_COLD:
+			cold = 1;
+			break;
+		case O_WARM:
+			warm = 1;
+			break;
+		case O_REPEAT:
+			if (tool_parse_u64(optarg, 1, 64, &v))
+				goto bad;
+			o->repeat = (unsigned int)v;
+			break;
+		case O_PROBE:
+			o->probe_seconds = strtod(optarg, &end);
+			if (*end || !(o->probe_seconds > 0 && o->probe_seconds <= 60))
+				goto bad;
+			break;
+		case O_QD:
+			if (tool_parse_u64(optarg, 1, 4096, &v))
+				goto bad;
+			o->qd = (uint32_t)v;
+			break;
+		case O_CHUNK:
+			if (tool_parse_size(optarg, &v) || v < (64u << 10) || v > (256u << 20) || v % 4096)
+				goto bad;
+			o->chunk = (uint32_t)v;
+			break;
+		case O_THREADS:
+			if (tool_parse_u64(optarg, 1, 256, &v))
+				goto bad;
+			o->threads = (uint32_t)v;
+			break;
+		case O_VERIFY:
+			o->verify = 1;
+			break;
+		case 'j':
+			*json = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind + 1 != argc) {
+		tool_err("stream: give exactly one PATH (see haccel-bench stream --help)");
+		return -EINVAL;
+	}
+	o->path = argv[optind];
+	o->cold = cold || !warm;
+	o->warm = warm || !cold;
+	return 0;
+bad:
+	tool_err("stream: bad value '%s' for --%s", optarg, lo[c - O_CREATE].name);
+	return -EINVAL;
+}
+
+int bench_stream(int argc, char **argv, int json)
+{
+	static const uint32_t qds[] = { 1, 4, 16, 32, 64 };
+	static const uint32_t bss[] = { 1u << 20, 4u << 20, 16u << 20 };
+	struct haccel_weights_info info;
+	struct haccel_weights *w = NULL;
+	struct haccel_ctx *ctx = NULL;
+	struct haccel_load_stats st;
+	struct sopts o;
+	json_t *out = json_object(), *probes = json_array();
+	double ceiling = 0, v[64];
+	uint32_t best_qd = 0, best_bs = 0;
+	uint64_t pos = 0;
+	char *dest;
+	char err[1024];
+	int ret;
+
+	ret = parse(argc, argv, &o, &json);
+	if (ret) {
+		json_decref(out);
+		json_decref(probes);
+		return ret > 0 ? EXIT_OK : EXIT_USAGE;
+	}
+	if (o.create && create_checkpoint(o.path, o.create))
+		return EXIT_FAIL;
+	ret = haccel_open(NULL, &ctx);
+	if (!ret)
+		ret = haccel_weights_open(ctx, o.path, 0, &w);
+	if (ret) {
+		haccel_last_error(ctx, err, sizeof(err));
+		tool_err("stream: %s: %s", o.path, err[0] ? err : haccel_strerror(ret));
+		haccel_close(ctx);
+		return EXIT_FAIL;
+	}
+	haccel_weights_info(w, &info);
+	dest = mmap(NULL, info.dest_bytes ? info.dest_bytes : 1, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (dest == MAP_FAILED) {
+		tool_err("stream: cannot allocate %llu bytes of destination", (unsigned long long)info.dest_bytes);
+		return EXIT_FAIL;
+	}
+	json_object_set_new(out, "benchmark", json_string("stream"));
+	json_object_set_new(out, "path", json_string(o.path));
+	json_object_set_new(out, "files", json_integer(info.n_files));
+	json_object_set_new(out, "tensors", json_integer(info.n_tensors));
+	json_object_set_new(out, "tensor_bytes", json_integer((json_int_t)info.tensor_bytes));
+	if (!json)
+		printf("haccel-bench stream: %s: %u file(s), %u tensors, %.2f GB; medians of %u runs\n\n",
+		       o.path, info.n_files, info.n_tensors, info.tensor_bytes / 1e9, o.repeat);
+
+	/* The disk ceiling, on the first file (the largest one when sharded
+	 * files differ little). */
+	if (!json)
+		printf("disk ceiling: O_DIRECT sequential reads, io_uring, %.1f s per probe\n  %6s %8s %10s\n",
+		       o.probe_seconds, "depth", "block", "GB/s");
+	for (unsigned int i = 0; i < sizeof(qds) / sizeof(qds[0]); i++)
+		for (unsigned int k = 0; k < sizeof(bss) / sizeof(bss[0]); k++) {
+			double b = probe_disk(haccel_weights_file(w, 0), qds[i], bss[k],
+					      o.probe_seconds, &pos);
+			json_t *pj = json_object();
+
+			json_object_set_new(pj, "queue_depth", json_integer(qds[i]));
+			json_object_set_new(pj, "block_bytes", json_integer(bss[k]));
+			json_object_set_new(pj, "bytes_per_s", json_real(b));
+			json_array_append_new(probes, pj);
+			if (!json)
+				printf("  %6u %6u M %10.3f\n", qds[i], bss[k] >> 20, b / 1e9);
+			if (b > ceiling) {
+				ceiling = b;
+				best_qd = qds[i];
+				best_bs = bss[k];
+			}
+		}
+	json_object_set_new(out, "ceiling_probes", probes);
+	json_object_set_new(out, "disk_ceiling", json_pack("{s:f,s:i,s:i}", "bytes_per_s", ceiling,
+							    "queue_depth", best_qd, "block_bytes", best_bs));
+	if (!json)
+		printf("  ceiling %.3f GB/s (depth %u, %u MiB blocks)\n", ceiling / 1e9, best_qd, best_bs >> 20);
+
+	if (o.cold) {
+		const char *how;
+		double left = 0, hc, mc;
+		json_t *c = json_object();
+
+		for (unsigned int r = 0; r < o.repeat; r++) {
+			double x = drop_cache(w, &how);
+			left = x > left ? x : left;
+			v[r] = run_haccel(w, dest, info.dest_bytes, &o, HACCEL_LOAD_DIRECT, &st);
+			if (v[r] < 0)
+				goto load_failed;
+		}
+		hc = bench_median(v, o.repeat);
+		for (unsigned int r = 0; r < o.repeat; r++) {
+			double x = drop_cache(w, &how);
+			left = x > left ? x : left;
+			v[r] = run_mmap_memcpy(w, dest);
+		}
+		mc = bench_median(v, o.repeat);
+		json_object_set_new(c, "cache_drop", json_string(how));
+		json_object_set_new(c, "cached_after_drop", json_real(left));
+		json_object_set_new(c, "haccel", fig(hc, ceiling));
+		json_object_set_new(c, "mmap_memcpy", fig(mc, ceiling));
+		json_object_set_new(c, "io_path", json_string(st.io_path == HACCEL_IO_URING ? "io_uring" : "pread"));
+		json_object_set_new(out, "cold", c);
+		if (!json)
+			printf("\ncold (page cache dropped by %s; %.1f%% still cached at worst)\n"
+			       "  haccel loader   %7.3f GB/s  %5.1f%% of the disk ceiling (target >= 95%%)  [%s, O_DIRECT]\n"
+			       "  mmap + memcpy   %7.3f GB/s  %5.1f%% of the disk ceiling\n",
+			       how, 100 * left, hc / 1e9, 100 * hc / ceiling,
+			       st.io_path == HACCEL_IO_URING ? "io_uring" : "pread pool",
+			       mc / 1e9, 100 * mc / ceiling);
+	}
+	if (o.warm) {
+		double cached = warm_cache(w), hw, mw;
+		json_t *c = json_object();
+
+		for (unsigned int r = 0; r < o.repeat; r++) {
+			v[r] = run_haccel(w, dest, info.dest_bytes, &o, HACCEL_LOAD_BUFFERED, &st);
+			if (v[r] < 0)
+				goto load_failed;
+		}
+		hw = bench_median(v, o.repeat);
+		for (unsigned int r = 0; r < o.repeat; r++)
+			v[r] = run_mmap_memcpy(w, dest);
+		mw = bench_median(v, o.repeat);
+		json_object_set_new(c, "cached_before", json_real(cached));
+		json_object_set_new(c, "haccel", fig(hw, 0));
+		json_object_set_new(c, "mmap_memcpy", fig(mw, 0));
+		json_object_set_new(c, "speedup_over_mmap", json_real(hw / mw));
+		json_object_set_new(out, "warm", c);
+		if (!json)
+			printf("\nwarm (%.1f%% of the files in the page cache)\n"
+			       "  haccel loader   %7.3f GB/s  %.2fx mmap + memcpy (target >= 3x)  [%s, %u threads]\n"
+			       "  mmap + memcpy   %7.3f GB/s\n",
+			       100 * cached, hw / 1e9, hw / mw,
+			       st.io_path == HACCEL_IO_URING ? "io_uring" : "pread pool", o.threads, mw / 1e9);
+	}
+	munmap(dest, info.dest_bytes ? info.dest_bytes : 1);
+	haccel_weights_close(w);
+	haccel_close(ctx);
+	if (json)
+		return tool_print_json(out) ? EXIT_FAIL : EXIT_OK;
+	json_decref(out);
+	return EXIT_OK;
+
+load_failed:
+	haccel_last_error(ctx, err, sizeof(err));
+	tool_err("stream: load failed: %s", err);
+	return EXIT_FAIL;
+}
