@@ -14,6 +14,7 @@
 
 #include "haccel.h"
 #include "ktap.h"
+#include "test-util.h"
 
 /* --- a context whose log lines are counted, not printed ----------------- */
 
@@ -77,19 +78,10 @@ static inline struct haccel_hostmem_stats hm_stats(struct haccel_ctx *ctx)
 
 static char hm_fixture[64];
 
-static inline int hm_rm_one(const char *path, const struct stat *st, int flag,
-			    struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static inline void hm_fixture_remove(void)
 {
 	if (hm_fixture[0])
-		nftw(hm_fixture, hm_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		test_rmtree(hm_fixture);
 	hm_fixture[0] = '\0';
 }
 
@@ -111,23 +103,7 @@ static inline const char *hm_fixture_new(void)
 	return hm_fixture;
 }
 
-/* Write text to root/rel, making the directories on the way. */
-static inline void hm_put(const char *root, const char *rel, const char *text)
-{
-	char path[512], *slash;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", root, rel);
-	for (slash = path + strlen(root) + 1; (slash = strchr(slash, '/')); slash++) {
-		*slash = '\0';
-		mkdir(path, 0755);
-		*slash = '/';
-	}
-	f = fopen(path, "w");
-	KTAP_ASSERT(f != NULL);
-	fputs(text, f);
-	fclose(f);
-}
+#define hm_put test_put
 
 /* A fixture node with a cpulist and (if mem_kb) a meminfo. */
 static inline void hm_put_node(const char *root, int id, const char *cpulist,

@@ -29,6 +29,7 @@
 
 #include "haccel.h"
 #include "ktap.h"
+#include "test-util.h"
 
 #define ST_PATH 512
 #define ST_MAX_DIMS (HACCEL_MAX_DIMS + 4) /* room for too many dims */
@@ -239,18 +240,9 @@ static inline char *st_tmpdir(void)
 	return dir;
 }
 
-static inline int st_rm_one(const char *path, const struct stat *st, int flag,
-			    struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static inline void st_rmtree(char *dir)
 {
-	KTAP_EXPECT_EQ(nftw(dir, st_rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+	KTAP_EXPECT_EQ(test_rmtree(dir), 0);
 	free(dir);
 }
 

@@ -16,72 +16,11 @@
 
 #include "haccel.h"
 #include "ktap.h"
+#include "test-util.h"
 
-struct result {
-	int status;      /* exit code, or 128 + signal */
-	char out[65536];
-	char err[8192];
-};
+#define run tool_run
 
-static void drain(int fd, char *buf, size_t len)
-{
-	size_t got = 0;
-
-	for (;;) {
-		ssize_t n = read(fd, buf + got, len - 1 - got);
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-		if (got == len - 1)
-			break;
-	}
-	buf[got] = '\0';
-}
-
-/* Run tool (from the environment variable env) with args; NULL-terminated. */
-static void run(struct result *r, const char *env, ...)
-{
-	const char *tool = getenv(env);
-	const char *argv[32];
-	char errpath[] = "/tmp/haccel-test-err-XXXXXX";
-	int pout[2], efd, st, n = 0;
-	va_list ap;
-	pid_t pid;
-
-	if (!tool)
-		ktap_skip("%s not set: run through make check", env);
-	argv[n++] = tool;
-	va_start(ap, env);
-	while (n < 31 && (argv[n] = va_arg(ap, const char *)))
-		n++;
-	va_end(ap);
-	argv[n] = NULL;
-
-	KTAP_ASSERT(pipe(pout) == 0);
-	efd = mkstemp(errpath);
-	KTAP_ASSERT(efd >= 0);
-	unlink(errpath);
-	pid = fork();
-	KTAP_ASSERT(pid >= 0);
-	if (pid == 0) {
-		dup2(pout[1], STDOUT_FILENO);
-		dup2(efd, STDERR_FILENO);
-		close(pout[0]);
-		close(pout[1]);
-		execv(tool, (char *const *)argv);
-		_exit(127);
-	}
-	close(pout[1]);
-	drain(pout[0], r->out, sizeof(r->out));
-	close(pout[0]);
-	waitpid(pid, &st, 0);
-	lseek(efd, 0, SEEK_SET);
-	drain(efd, r->err, sizeof(r->err));
-	close(efd);
-	r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static json_t *parse(const struct result *r)
+static json_t *parse(const struct tool_result *r)
 {
 	json_error_t e;
 	json_t *j = json_loads(r->out, 0, &e);
@@ -92,7 +31,7 @@ static json_t *parse(const struct result *r)
 	return j;
 }
 
-static struct result r;
+static struct tool_result r;
 
 static void t_ctl_help_and_usage(void)
 {
@@ -157,54 +96,29 @@ static void t_ctl_doctor_this_node(void)
 	json_decref(j);
 }
 
-static void put(const char *root, const char *rel, const char *text)
-{
-	char path[512], *slash;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", root, rel);
-	for (slash = path + strlen(root) + 1; (slash = strchr(slash, '/')); slash++) {
-		*slash = '\0';
-		mkdir(path, 0755);
-		*slash = '/';
-	}
-	f = fopen(path, "w");
-	KTAP_ASSERT(f != NULL);
-	fputs(text, f);
-	fclose(f);
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static void t_ctl_doctor_fixture_sysfs(void)
 {
 	char root[] = "/tmp/haccel-sysfs-XXXXXX", link[600], target[600];
 	json_t *j, *nodes, *n1, *d;
 
 	KTAP_ASSERT(mkdtemp(root) != NULL);
-	put(root, "devices/system/node/node0/cpulist", "0-3\n");
-	put(root, "devices/system/node/node0/meminfo",
+	test_put(root, "devices/system/node/node0/cpulist", "0-3\n");
+	test_put(root, "devices/system/node/node0/meminfo",
 	    "Node 0 MemTotal:       1000 kB\nNode 0 MemFree:         600 kB\n");
-	put(root, "devices/system/node/node1/cpulist", "4-7\n");
-	put(root, "devices/system/node/node1/meminfo",
+	test_put(root, "devices/system/node/node1/cpulist", "4-7\n");
+	test_put(root, "devices/system/node/node1/meminfo",
 	    "Node 1 MemTotal:       2000 kB\nNode 1 MemFree:        1500 kB\n");
-	put(root, "devices/system/node/online", "0-1\n");
-	put(root, "kernel/mm/transparent_hugepage/enabled", "always [madvise] never\n");
-	put(root, "kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", "16\n");
-	put(root, "kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "12\n");
-	put(root, "module/haccel/initstate", "live\n");
-	put(root, "bus/platform/drivers/haccel/uevent", "\n");
-	put(root, "devices/platform/haccel.0/uevent", "\n");
+	test_put(root, "devices/system/node/online", "0-1\n");
+	test_put(root, "kernel/mm/transparent_hugepage/enabled", "always [madvise] never\n");
+	test_put(root, "kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", "16\n");
+	test_put(root, "kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "12\n");
+	test_put(root, "module/haccel/initstate", "live\n");
+	test_put(root, "bus/platform/drivers/haccel/uevent", "\n");
+	test_put(root, "devices/platform/haccel.0/uevent", "\n");
 	snprintf(link, sizeof(link), "%s/devices/platform/haccel.0/driver", root);
 	snprintf(target, sizeof(target), "%s/bus/platform/drivers/haccel", root);
 	KTAP_ASSERT_EQ(symlink(target, link), 0);
-	put(root, "class/drm/renderD129/dev", "226:129\n");
+	test_put(root, "class/drm/renderD129/dev", "226:129\n");
 	snprintf(link, sizeof(link), "%s/class/drm/renderD129/device", root);
 	snprintf(target, sizeof(target), "%s/devices/platform/haccel.0", root);
 	KTAP_ASSERT_EQ(symlink(target, link), 0);
@@ -234,7 +148,7 @@ static void t_ctl_doctor_fixture_sysfs(void)
 	KTAP_EXPECT(strstr(r.out, "node 1: CPUs 4-7, 2.0 MiB total, 1.5 MiB free") != NULL);
 	KTAP_EXPECT(strstr(r.out, "render node /dev/dri/renderD129") != NULL);
 	unsetenv("HACCEL_SYSFS_ROOT");
-	KTAP_EXPECT_EQ(nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+	KTAP_EXPECT_EQ(test_rmtree(root), 0);
 }
 
 static void t_bench_pools_quick(void)

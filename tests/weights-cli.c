@@ -12,74 +12,19 @@
 #include <xxhash.h>
 
 #include "st-writer.h"
+#include "test-util.h"
 
-struct result {
-	int status;      /* exit code, or 128 + signal */
-	char out[65536];
-	char err[8192];
-};
-
-static struct result r;
+static struct tool_result r;
 static char *dir;
 static char path[ST_PATH];
 
-static void drain(int fd, char *buf, size_t len)
-{
-	size_t got = 0;
-
-	for (;;) {
-		ssize_t n = read(fd, buf + got, len - 1 - got);
-		if (n <= 0 || (got += (size_t)n) == len - 1)
-			break;
-	}
-	buf[got] = '\0';
-}
-
 /* Run $HACCEL_CTL with args (NULL-terminated); stdout and stderr kept. */
-static void ctl(const char *first, ...)
-{
-	const char *tool = getenv("HACCEL_CTL");
-	const char *argv[32];
-	char errpath[] = "/tmp/haccel-test-err-XXXXXX";
-	int pout[2], efd, st, n = 0;
-	va_list ap;
-	pid_t pid;
-
-	if (!tool)
-		ktap_skip("HACCEL_CTL not set: run through make check");
-	argv[n++] = tool;
-	argv[n++] = first;
-	va_start(ap, first);
-	while (first && n < 31 && (argv[n] = va_arg(ap, const char *)))
-		n++;
-	va_end(ap);
-	argv[n] = NULL;
-
-	KTAP_ASSERT(pipe(pout) == 0);
-	efd = mkstemp(errpath);
-	KTAP_ASSERT(efd >= 0);
-	unlink(errpath);
-	pid = fork();
-	KTAP_ASSERT(pid >= 0);
-	if (pid == 0) {
-		dup2(pout[1], STDOUT_FILENO);
-		dup2(efd, STDERR_FILENO);
-		close(pout[0]);
-		close(pout[1]);
-		execv(tool, (char *const *)argv);
-		_exit(127);
-	}
-	close(pout[1]);
-	drain(pout[0], r.out, sizeof(r.out));
-	close(pout[0]);
-	waitpid(pid, &st, 0);
-	lseek(efd, 0, SEEK_SET);
-	drain(efd, r.err, sizeof(r.err));
-	close(efd);
-	r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-	if (r.status != 0)
-		ktap_diag("exit %d, stderr: %.300s", r.status, r.err);
-}
+#define ctl(...)                                                         \
+	do {                                                             \
+		tool_run(&r, "HACCEL_CTL", __VA_ARGS__);                 \
+		if (r.status != 0)                                       \
+			ktap_diag("exit %d, stderr: %.300s", r.status, r.err); \
+	} while (0)
 
 static json_t *parse_out(void)
 {

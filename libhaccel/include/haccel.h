@@ -671,8 +671,10 @@ HACCEL_API int haccel_weights_metadata(const struct haccel_weights *w,
  * host layout is dest_offset, now at src in staging buffer `buf`. A sink may
  * copy asynchronously (a GPU copy on a stream): then the loader calls
  * wait(buf) before it reuses that staging buffer, and finish() at the end.
- * When direct_base is set (host memory in the host layout), a buffered load
- * may read straight into it and skip put().
+ * When direct_base is set (host memory in the host layout, at least
+ * dest_bytes long), the loader writes there itself and does not call put():
+ * buffered loads read straight into it, direct loads copy from the staging
+ * buffers with several threads.
  *
  * The host layout: the files' data regions one after another, each starting
  * at a multiple of 4096 bytes, a tensor at its offset inside its region
@@ -740,6 +742,8 @@ struct haccel_load_stats {
 	uint32_t tensors_unverified; /* verify asked, no stored checksum */
 	uint64_t short_reads;    /* partial reads resubmitted */
 	uint64_t retries;        /* EINTR/EAGAIN resubmissions */
+	uint64_t wait_ns;        /* I/O thread blocked waiting for reads */
+	uint64_t sink_ns;        /* I/O thread handing bytes to the sink */
 	char fallback_reason[160]; /* why io_uring was not used, or "" */
 };
 

@@ -52,7 +52,9 @@
 #include "stream.h"
 #include "weights.h"
 
-enum chunk_state { CH_PENDING = 0, CH_INFLIGHT, CH_DONE };
+/* A chunk is read (INFLIGHT until DONE), then, with copy threads, handed
+ * to them (COPYING). */
+enum chunk_state { CH_PENDING = 0, CH_INFLIGHT, CH_DONE, CH_COPYING };
 
 struct chunk {
 	uint32_t file;
@@ -106,6 +108,19 @@ struct loader {
 	/* staging-mode delivery: per file, the next tensor to receive bytes */
 	uint32_t *cursor;
 	XXH3_state_t *xs;
+
+	/*
+	 * Host sink through staging: completed chunks are copied to the
+	 * destination by copy threads, in any order, so the I/O thread only
+	 * does I/O. free_buf/n_free and the queue are then under copy_lock.
+	 */
+	bool copy_pool;
+	pthread_t *copiers;
+	uint32_t n_copiers;
+	pthread_mutex_t copy_lock;
+	pthread_cond_t copy_cv, freed_cv;
+	uint64_t *copy_q, copy_head, copy_tail, copied;
+	bool copy_stop;
 
 	uint64_t t0, last_progress;
 	bool progress;
@@ -804,7 +819,11 @@ static int setup_staging(struct loader *L)
 	struct iovec *iov;
 	int ret;
 
-	L->n_buf = L->p.queue_depth;
+	/*
+	 * Twice the depth: buffers wait for in-order delivery after their read
+	 * completes, and the disk should still see queue_depth reads meanwhile.
+	 */
+	L->n_buf = 2 * L->p.queue_depth;
 	if ((uint64_t)L->n_buf > L->n_ch)
 		L->n_buf = (uint32_t)(L->n_ch ? L->n_ch : 1);
 	haccel_hostmem_params_init(&hp);
@@ -843,6 +862,96 @@ static int setup_staging(struct loader *L)
 	return 0;
 }
 
+/* Copy the useful bytes of chunk c to the host destination: one memcpy,
+ * since the host layout keeps a file's data region contiguous. */
+static void copy_chunk(struct loader *L, const struct chunk *c)
+{
+	const struct haccel__wfile *wf = &L->w->files[c->file];
+	uint64_t lo = c->off > wf->data_start ? c->off : wf->data_start;
+
+	memcpy((char *)L->sink->direct_base + wf->dest_base + (lo - wf->data_start),
+	       c->dst + (lo - c->off), c->want_end - lo);
+}
+
+static void *copy_worker(void *arg)
+{
+	struct loader *L = arg;
+
+	if (L->p.node != HACCEL_NODE_ANY)
+		(void)haccel__numa_bind_thread(L->ctx, L->p.node);
+	pthread_mutex_lock(&L->copy_lock);
+	for (;;) {
+		while (L->copy_head == L->copy_tail && !L->copy_stop)
+			pthread_cond_wait(&L->copy_cv, &L->copy_lock);
+		if (L->copy_head == L->copy_tail)
+			break;
+		struct chunk *c = &L->ch[L->copy_q[L->copy_head++ % (L->n_ch + 1)]];
+		pthread_mutex_unlock(&L->copy_lock);
+		copy_chunk(L, c);
+		pthread_mutex_lock(&L->copy_lock);
+		L->free_buf[L->n_free++] = (uint32_t)c->buf;
+		L->copied++;
+		pthread_cond_signal(&L->freed_cv);
+	}
+	pthread_mutex_unlock(&L->copy_lock);
+	return NULL;
+}
+
+static int copy_start(struct loader *L)
+{
+	L->copy_q = calloc(L->n_ch + 1, sizeof(*L->copy_q));
+	L->copiers = calloc(L->p.threads, sizeof(*L->copiers));
+	if (!L->copy_q || !L->copiers)
+		return -ENOMEM;
+	pthread_mutex_init(&L->copy_lock, NULL);
+	pthread_cond_init(&L->copy_cv, NULL);
+	pthread_cond_init(&L->freed_cv, NULL);
+	L->copy_pool = true;
+	for (uint32_t i = 0; i < L->p.threads; i++) {
+		int e = pthread_create(&L->copiers[i], NULL, copy_worker, L);
+		if (e)
+			return haccel__fail(L->ctx, -e, "load: cannot start copy thread: %s", strerror(e));
+		L->n_copiers++;
+	}
+	return 0;
+}
+
+/* Let queued copies finish (they use staging buffers), then stop. */
+static void copy_stop(struct loader *L)
+{
+	if (!L->copy_pool)
+		return;
+	pthread_mutex_lock(&L->copy_lock);
+	L->copy_stop = true;
+	pthread_cond_broadcast(&L->copy_cv);
+	pthread_mutex_unlock(&L->copy_lock);
+	for (uint32_t i = 0; i < L->n_copiers; i++)
+		pthread_join(L->copiers[i], NULL);
+	pthread_mutex_destroy(&L->copy_lock);
+	pthread_cond_destroy(&L->copy_cv);
+	pthread_cond_destroy(&L->freed_cv);
+	free(L->copiers);
+	free(L->copy_q);
+	L->copy_pool = false;
+}
+
+/* A free staging buffer, or -1; with copy threads, wait for one when no
+ * read is in flight (nothing else could wake this thread). */
+static int32_t take_buffer(struct loader *L)
+{
+	int32_t b = -1;
+
+	if (!L->copy_pool)
+		return L->n_free ? (int32_t)L->free_buf[--L->n_free] : -1;
+	pthread_mutex_lock(&L->copy_lock);
+	while (!L->n_free && !L->in_flight)
+		pthread_cond_wait(&L->freed_cv, &L->copy_lock);
+	if (L->n_free)
+		b = (int32_t)L->free_buf[--L->n_free];
+	pthread_mutex_unlock(&L->copy_lock);
+	return b;
+}
+
 static int run(struct loader *L)
 {
 	int ret = 0;
@@ -852,9 +961,11 @@ static int run(struct loader *L)
 			struct chunk *c = &L->ch[L->next_submit];
 
 			if (!L->to_dest) {
-				if (!L->n_free)
+				int32_t b = take_buffer(L);
+
+				if (b < 0)
 					break;
-				c->buf = (int32_t)L->free_buf[--L->n_free];
+				c->buf = b;
 				c->dst = L->stage + (uint64_t)c->buf * L->p.chunk_bytes;
 				if (L->sink->wait) {
 					/* The sink may still be copying out of it. */
@@ -868,19 +979,37 @@ static int run(struct loader *L)
 			if (ret)
 				return ret;
 		}
+		uint64_t t = now_ns();
 		ret = reap(L);
+		L->st.wait_ns += now_ns() - t;
 		if (ret)
 			return ret;
-		while (L->next_consume < L->n_ch && L->ch[L->next_consume].state == CH_DONE) {
+		t = now_ns();
+		if (L->copy_pool) {
+			/* Any completed chunk goes to the copiers, in any order. */
+			pthread_mutex_lock(&L->copy_lock);
+			for (uint64_t i = L->next_consume; i < L->next_submit; i++) {
+				struct chunk *c = &L->ch[i];
+
+				if (c->state != CH_DONE)
+					continue;
+				c->state = CH_COPYING;
+				L->copy_q[L->copy_tail++ % (L->n_ch + 1)] = i;
+			}
+			pthread_cond_broadcast(&L->copy_cv);
+			pthread_mutex_unlock(&L->copy_lock);
+		}
+		while (L->next_consume < L->n_ch && L->ch[L->next_consume].state >= CH_DONE) {
 			struct chunk *c = &L->ch[L->next_consume++];
 
-			if (!L->to_dest) {
+			if (!L->to_dest && !L->copy_pool) {
 				ret = deliver(L, c);
 				if (ret)
 					return ret;
 				L->free_buf[L->n_free++] = (uint32_t)c->buf;
 			}
 		}
+		L->st.sink_ns += now_ns() - t;
 		progress(L, false);
 	}
 	return 0;
@@ -937,6 +1066,11 @@ static int load(struct loader *L)
 		ret = setup_staging(L);
 		if (ret)
 			goto out_reader;
+		if (L->sink->direct_base && L->sink->direct_bytes >= L->w->dest_bytes) {
+			ret = copy_start(L);
+			if (ret)
+				goto out_reader;
+		}
 		L->cursor = calloc(L->w->n_files + 1, sizeof(*L->cursor));
 		L->xs = XXH3_createState();
 		if (!L->cursor || !L->xs) {
@@ -947,18 +1081,26 @@ static int load(struct loader *L)
 			L->cursor[f] = L->w->files[f].first_tensor;
 		XXH3_64bits_reset(L->xs);
 	}
+	uint64_t t_run = now_ns();
+	haccel__dbg(L->ctx, "load: %.3f s to open, plan and set up %s staging",
+		    (double)(t_run - L->t0) / 1e9, L->to_dest ? "no" : "the");
 	ret = run(L);
+	haccel__dbg(L->ctx, "load: %.3f s reading (%.3f s waiting, %.3f s delivering)",
+		    (double)(now_ns() - t_run) / 1e9, (double)L->st.wait_ns / 1e9,
+		    (double)L->st.sink_ns / 1e9);
 	if (ret) {
 		drain(L);
+		copy_stop(L);
 		goto out_reader;
 	}
-	if (!L->to_dest)
+	/* Every copy done before anything reads the destination. */
+	bool host = L->to_dest || L->copy_pool;
+	copy_stop(L);
+	if (!host)
 		ret = deliver_rest(L);
 	else if (L->verify)
 		ret = verify_dest(L);
-	else
-		L->st.tensor_bytes = L->w->tensor_bytes;
-	if (L->to_dest && !ret)
+	if (host && !ret)
 		L->st.tensor_bytes = L->w->tensor_bytes;
 	if (!ret && L->sink->finish)
 		ret = L->sink->finish(L->sink->user);
