@@ -3,7 +3,8 @@
 #
 # Set up, build and run haccel on a fresh Debian 12 (or Ubuntu) machine.
 #
-#   ./haccel.sh demo    install build dependencies, build, run the main job
+#   ./haccel.sh demo    install build dependencies, build, run the main job:
+#                       write the tiny model and run it with haccel-run
 #   ./haccel.sh test    install build dependencies, build, run the whole test
 #                       suite: make check, make check under ASan+UBSan, a
 #                       60-second fuzz run of the safetensors parser, and
@@ -63,8 +64,10 @@ build() {
 demo() {
 	deps
 	build build
-	say "haccel-bench pools"
-	build/tools/haccel-bench pools
+	say "haccel-ctl model init --preset tiny --out build/tiny"
+	build/tools/haccel-ctl model init --preset tiny --out build/tiny --force
+	say "haccel-run build/tiny --prompt 'Hello, haccel' --max-new 64"
+	build/tools/haccel-run build/tiny --prompt 'Hello, haccel' --max-new 64
 }
 
 test_all() {
@@ -97,7 +100,7 @@ test) test_all ;;
 deps) deps ;;
 build) deps && build build ;;
 *)
-	sed -n '3,15p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'
 	[ -n "${1:-}" ] && exit 2
 	exit 0
 	;;

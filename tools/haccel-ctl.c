@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* haccel-ctl: administer a haccel node (version, doctor, weights; later: driver, model). */
+/* haccel-ctl: administer a haccel node (version, doctor, weights, model; later: driver). */
 #include "config.h"
 
 #include <getopt.h>
@@ -9,6 +9,7 @@
 #include "common.h"
 #include "doctor.h"
 #include "haccel.h"
+#include "model.h"
 #include "weights.h"
 
 static void usage(FILE *f)
@@ -22,6 +23,8 @@ static void usage(FILE *f)
 		"              NUMA nodes, huge pages, CUDA driver and GPUs, haccel.ko\n"
 		"  weights     inspect or verify a safetensors checkpoint\n"
 		"              (haccel-ctl weights --help)\n"
+		"  model       write a preset's config and seeded random weights\n"
+		"              (haccel-ctl model --help)\n"
 		"  help        print this help\n"
 		"\n"
 		"Options:\n"
@@ -84,6 +87,8 @@ int main(int argc, char **argv)
 			continue;
 		if (!strcmp(argv[i], "weights"))
 			return weights_main(argc, argv);
+		if (!strcmp(argv[i], "model"))
+			return model_main(argc, argv);
 		break;
 	}
 	/* Options may come before or after the command. */

@@ -760,6 +760,119 @@ HACCEL_API int haccel_load(struct haccel_weights *w,
 			   const struct haccel_sink *sink,
 			   struct haccel_load_stats *stats);
 
+/* ------------------------------------------------------------------------ */
+/* The hybrid model (docs/model.md)                                         */
+
+struct haccel_model;
+
+/* Name of preset i ("tiny", "small", "kimi-linear-48b-a3b", ...); NULL past
+ * the last. */
+HACCEL_API const char *haccel_model_preset_name(uint32_t i);
+
+/* Overwrite files that already exist in the output directory. */
+#define HACCEL_MODEL_INIT_FORCE (1u << 0)
+
+/*
+ * Write preset's config.json and, unless the preset is shape-only,
+ * model.safetensors with seeded random weights (same seed, same bytes;
+ * scaled so activations stay in range through every layer, with stored
+ * checksums) into dir, which is created if missing. Returns 0, -ENOENT (no
+ * such preset), -EEXIST (files there, no FORCE), -EINVAL, -EIO, -ENOMEM.
+ */
+HACCEL_API int haccel_model_init(struct haccel_ctx *ctx, const char *preset,
+				 const char *dir, uint64_t seed, uint32_t flags);
+
+enum haccel_device {
+	HACCEL_DEVICE_CPU = 0,   /* the reference backend */
+};
+
+struct haccel_model_params {
+	uint32_t size;            /* sizeof(struct haccel_model_params) */
+	uint32_t flags;           /* none yet: must be 0 */
+	uint32_t device;          /* enum haccel_device */
+	uint32_t max_seqs;        /* sequences at once (default 16) */
+	uint32_t max_seq_tokens;  /* longest sequence (default min(4096, config)) */
+	uint32_t max_step_tokens; /* tokens in one step, all items (default 256) */
+	uint32_t kv_pages;        /* 0: enough for max_seqs full sequences */
+	uint32_t load_flags;      /* HACCEL_LOAD_* for the weights (default VERIFY) */
+};
+
+/* Defaults as above. */
+HACCEL_API void haccel_model_params_init(struct haccel_model_params *p);
+
+/*
+ * Open the model in dir: read and validate config.json, stream
+ * model.safetensors (or its index) through the loader, check every tensor's
+ * name, shape and dtype, and carve the KV and state pools and all step
+ * workspace once. Returns 0, -EINVAL, -ENOENT, -EBADMSG (bad config or
+ * weights, with haccel_last_error()), -ENOTSUP (shape-only preset), -EIO,
+ * -ENOMEM.
+ */
+HACCEL_API int haccel_model_open(struct haccel_ctx *ctx, const char *dir,
+				 const struct haccel_model_params *p,
+				 struct haccel_model **out);
+/* Close the model and free everything it carved. NULL is ignored. */
+HACCEL_API void haccel_model_close(struct haccel_model *m);
+
+struct haccel_model_info {
+	uint32_t vocab_size;
+	uint32_t hidden_size;
+	uint32_t num_layers;
+	uint32_t n_kda, n_dsa;
+	uint32_t max_seqs, max_seq_tokens, max_step_tokens;
+	int32_t eos_token_id;      /* -1: none */
+	uint64_t params;
+	uint64_t weight_bytes;     /* tensor bytes read from the checkpoint */
+	uint64_t load_ns;
+	uint32_t load_io_path;     /* enum haccel_io_path */
+	uint32_t load_direct;
+	struct haccel_kv_pool *kv;       /* the model's pools (for stats) */
+	struct haccel_state_pool *state;
+};
+
+/* Describe the model. Returns 0 or -EINVAL. */
+HACCEL_API int haccel_model_info(const struct haccel_model *m,
+				 struct haccel_model_info *out);
+
+/* Start a sequence (a KV block table and a zeroed state slot). Returns 0,
+ * -EINVAL, -ENOSPC (max_seqs reached), -ENOMEM. */
+HACCEL_API int haccel_model_seq_create(struct haccel_model *m, uint32_t *seq);
+/* End a sequence and release its pages and slot. Returns 0, -EINVAL, -ENOENT. */
+HACCEL_API int haccel_model_seq_free(struct haccel_model *m, uint32_t seq);
+/* Tokens seq has processed. Returns 0, -EINVAL, -ENOENT. */
+HACCEL_API int haccel_model_seq_length(const struct haccel_model *m,
+				       uint32_t seq, uint32_t *n_tokens);
+
+/* One sequence's share of a step: a prefill chunk or a decode token. */
+struct haccel_step_item {
+	uint32_t seq;
+	uint32_t n_tokens;         /* >= 1 */
+	const int32_t *tokens;
+	float *logits;             /* NULL, or vocab_size floats: the logits
+				    * predicting the token after the last one */
+};
+
+/*
+ * Run one batched step: every item's tokens are appended to its sequence
+ * and run through every layer; logits are written where asked. Sequences
+ * may not repeat within a step. All or nothing: on failure no sequence
+ * advanced. Returns 0, -EINVAL, -ENOENT, -E2BIG (more than max_step_tokens
+ * or past max_seq_tokens), -ENOMEM (KV pages exhausted).
+ */
+HACCEL_API int haccel_model_step(struct haccel_model *m,
+				 const struct haccel_step_item *items,
+				 uint32_t n_items);
+
+/*
+ * Pick the next token from logits: greedy when temperature is 0 (ties to
+ * the smaller id), else softmax(logits / temperature) cut to the smallest
+ * set of most likely tokens whose mass reaches top_p, drawn with the
+ * xorshift generator in *rng (advanced). Returns 0 or -EINVAL.
+ */
+HACCEL_API int haccel_model_sample(struct haccel_model *m, const float *logits,
+				   float temperature, float top_p, uint64_t *rng,
+				   int32_t *token);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: MIT
+/* haccel-ctl model init and haccel-run: outputs, JSON, batches, determinism, sampling seeds, usage errors. */
+#include "config.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ktap.h"
+#include "test-util.h"
+
+static struct tool_result r, r2;
+static char *dir;
+static char model[600];
+
+static json_t *js(const struct tool_result *x)
+{
+	json_error_t e;
+	json_t *j = json_loads(x->out, 0, &e);
+
+	if (!j) {
+		ktap_fail_at(__FILE__, __LINE__, "not JSON (%s): %.300s / %.300s", e.text, x->out, x->err);
+		ktap_end();
+	}
+	return j;
+}
+
+static void setup(void)
+{
+	dir = strdup("./haccel-cli-XXXXXX");
+	KTAP_ASSERT(dir && mkdtemp(dir));
+	snprintf(model, sizeof(model), "%s/tiny", dir);
+	tool_run(&r, "HACCEL_CTL", "model", "init", "--preset", "tiny", "--out", model, NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+}
+
+static void teardown(void)
+{
+	test_rmtree(dir);
+	free(dir);
+}
+
+static void t_model_init(void)
+{
+	json_t *j;
+
+	setup();
+	KTAP_EXPECT(strstr(r.out, "preset tiny") != NULL);
+	tool_run(&r, "HACCEL_CTL", "model", "init", "--preset", "tiny", "--out", model, NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "already holds a model") != NULL);
+	tool_run(&r, "HACCEL_CTL", "--json", "model", "init", "--preset", "tiny", "--out", model,
+		 "--force", "--seed", "9", NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+	j = js(&r);
+	KTAP_EXPECT(json_integer_value(json_object_get(j, "weights_bytes")) > 100000);
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(j, "seed")), 9);
+	json_decref(j);
+	tool_run(&r, "HACCEL_CTL", "model", "init", "--preset", "nosuch", "--out", model, NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "tiny") && strstr(r.err, "small"));
+	tool_run(&r, "HACCEL_CTL", "model", "init", "--preset", "tiny", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	tool_run(&r, "HACCEL_CTL", "model", "frob", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	tool_run(&r, "HACCEL_CTL", "model", "--help", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	KTAP_EXPECT(strstr(r.out, "kimi-linear-48b-a3b") != NULL);
+	teardown();
+}
+
+static json_t *tokens_of(json_t *j, size_t i)
+{
+	return json_object_get(json_array_get(json_object_get(j, "outputs"), i), "tokens");
+}
+
+static void t_run_json_and_chunks(void)
+{
+	json_t *a, *b;
+
+	setup();
+	tool_run(&r, "HACCEL_RUN", model, "--prompt", "Hello, haccel", "--max-new", "12", "--json", NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+	a = js(&r);
+	KTAP_EXPECT_EQ(json_array_size(tokens_of(a, 0)), 12);
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(json_object_get(a, "prefill"), "tokens")), 13);
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(json_object_get(a, "decode"), "tokens")), 11);
+	KTAP_EXPECT(json_is_string(json_object_get(json_array_get(json_object_get(a, "outputs"), 0), "text")));
+	KTAP_EXPECT(json_integer_value(json_object_get(json_object_get(a, "load"), "bytes")) > 0);
+	KTAP_EXPECT(json_integer_value(json_object_get(json_object_get(a, "kv_pages"), "peak_used")) >= 1);
+	/* Prefill in chunks of 1: the same tokens. */
+	tool_run(&r2, "HACCEL_RUN", model, "--prompt", "Hello, haccel", "--max-new", "12", "--json",
+		 "--chunk", "1", NULL);
+	KTAP_ASSERT_EQ(r2.status, 0);
+	b = js(&r2);
+	KTAP_EXPECT(json_equal(tokens_of(a, 0), tokens_of(b, 0)));
+	json_decref(b);
+	/* Human output: the prompt, then the text, then the summary. */
+	tool_run(&r2, "HACCEL_RUN", model, "--prompt", "Hello, haccel", "--max-new", "12", NULL);
+	KTAP_EXPECT_EQ(r2.status, 0);
+	KTAP_EXPECT(!strncmp(r2.out, "Hello, haccel", 13));
+	KTAP_EXPECT(strstr(r2.err, "tokens/s") && strstr(r2.err, "kv pages"));
+	json_decref(a);
+	teardown();
+}
+
+static void t_run_batch(void)
+{
+	char batch[700];
+	json_t *all, *one;
+	const char *lines[3] = { "first prompt", "a second, longer prompt than the first", "3" };
+
+	setup();
+	snprintf(batch, sizeof(batch), "%s/prompts.txt", dir);
+	test_put(dir, "prompts.txt", "first prompt\na second, longer prompt than the first\n\n3\n");
+	tool_run(&r, "HACCEL_RUN", model, "--batch", batch, "--max-new", "9", "--json", "--chunk", "5", NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+	all = js(&r);
+	KTAP_ASSERT_EQ(json_array_size(json_object_get(all, "outputs")), 3);
+	/* Each prompt of the batch generates what it generates alone. */
+	for (size_t i = 0; i < 3; i++) {
+		tool_run(&r2, "HACCEL_RUN", model, "--prompt", lines[i], "--max-new", "9", "--json", NULL);
+		KTAP_ASSERT_EQ(r2.status, 0);
+		one = js(&r2);
+		KTAP_EXPECT(json_equal(tokens_of(all, i), tokens_of(one, 0)));
+		json_decref(one);
+	}
+	json_decref(all);
+	teardown();
+}
+
+static void t_run_sampling_seeds(void)
+{
+	json_t *a, *b;
+
+	setup();
+	tool_run(&r, "HACCEL_RUN", model, "--tokens", "1,2,3,4", "--max-new", "24", "--json",
+		 "--temperature", "1.5", "--top-p", "0.95", "--seed", "5", NULL);
+	tool_run(&r2, "HACCEL_RUN", model, "--tokens", "1,2,3,4", "--max-new", "24", "--json",
+		 "--temperature", "1.5", "--top-p", "0.95", "--seed", "5", NULL);
+	KTAP_ASSERT(r.status == 0 && r2.status == 0);
+	a = js(&r);
+	b = js(&r2);
+	KTAP_EXPECT(json_equal(tokens_of(a, 0), tokens_of(b, 0)));
+	json_decref(b);
+	tool_run(&r2, "HACCEL_RUN", model, "--tokens", "1,2,3,4", "--max-new", "24", "--json",
+		 "--temperature", "1.5", "--top-p", "0.95", "--seed", "6", NULL);
+	b = js(&r2);
+	KTAP_EXPECT(!json_equal(tokens_of(a, 0), tokens_of(b, 0)));
+	json_decref(a);
+	json_decref(b);
+	teardown();
+}
+
+static void t_run_usage_errors(void)
+{
+	setup();
+	tool_run(&r, "HACCEL_RUN", model, NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	tool_run(&r, "HACCEL_RUN", model, "--prompt", "a", "--tokens", "1", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	tool_run(&r, "HACCEL_RUN", model, "--prompt", "a", "--top-p", "0", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	tool_run(&r, "HACCEL_RUN", model, "--prompt", "a", "--device", "cuda", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "cpu") != NULL);
+	tool_run(&r, "HACCEL_RUN", model, "--tokens", "1,999", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "outside the vocabulary") != NULL);
+	tool_run(&r, "HACCEL_RUN", model, "--tokens", "1,x", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	tool_run(&r, "HACCEL_RUN", "./no-such-model", "--prompt", "a", NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "config.json") != NULL);
+	tool_run(&r, "HACCEL_RUN", "--help", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	KTAP_EXPECT(strstr(r.out, "--max-new") != NULL);
+	teardown();
+}
+
+static const struct ktap_case cases[] = {
+	KTAP_CASE(t_model_init),
+	KTAP_CASE(t_run_json_and_chunks),
+	KTAP_CASE(t_run_batch),
+	KTAP_CASE(t_run_sampling_seeds),
+	KTAP_CASE(t_run_usage_errors),
+};
+
+int main(int argc, char **argv)
+{
+	return KTAP_MAIN(argc, argv, cases);
+}
