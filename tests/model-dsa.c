@@ -420,6 +420,29 @@ static void t_cache_writes_pool(void)
 			}
 		}
 	seqmap_fini(&m);
+
+	/* Negative slots write nothing, not even just before the region:
+	 * one guard record in front of a region of three. */
+	for (uint32_t stream = 0; stream < 2; stream++) {
+		uint32_t bytes = stream ? IK_BYTES : KV_BYTES;
+		uint8_t *buf = xmalloc(4 * bytes);
+		int64_t sl[3] = { -1, 1, -5 };
+
+		memset(buf, 0x5a, 4 * bytes);
+		if (stream)
+			haccel__cpu_index_k_write(buf + bytes, sl, ik, 3);
+		else
+			haccel__cpu_mla_kv_write(buf + bytes, sl, lat, pe, 3, DR);
+		if (stream)
+			haccel__index_k_pack(rec, ik + 128);
+		else
+			haccel__kv_token_pack(rec, lat + 512, pe + DR, DR);
+		KTAP_EXPECT(memcmp(buf + 2 * bytes, rec, bytes) == 0);
+		for (uint32_t i = 0; i < 4 * bytes; i++)
+			if (i < 2 * bytes || i >= 3 * bytes)
+				CHECK(buf[i] == 0x5a, "stream %u byte %u", stream, i);
+		free(buf);
+	}
 	free(lat);
 	free(pe);
 	free(ik);

@@ -185,6 +185,8 @@ static void t_conv_split(void)
 		float *tail0 = fbuf((size_t)W * C), *tail1 = fbuf((size_t)W * C);
 		float *out1 = fbuf((size_t)T * C), *out = fbuf((size_t)T * C);
 		float *tail = fbuf((size_t)W * C);
+		size_t nout = (size_t)T * C * sizeof(float);
+		size_t ntail = (size_t)(W - 1) * C * sizeof(float);
 
 		fill(in, (size_t)T * C, -4.0f, 4.0f);
 		fill(w, (size_t)C * W, -1.0f, 1.0f);
@@ -205,13 +207,12 @@ static void t_conv_split(void)
 						     W, tail);
 				t += n;
 			}
-			KTAP_EXPECT(memcmp(out, out1, (size_t)T * C * sizeof(float)) == 0);
-			KTAP_EXPECT(memcmp(tail, tail1,
-					   (size_t)(W - 1) * C * sizeof(float)) == 0);
+			KTAP_EXPECT(memcmp(out, out1, nout) == 0);
+			KTAP_EXPECT(memcmp(tail, tail1, ntail) == 0);
 		}
 		/* Zero tokens leave the tail alone. */
 		haccel__cpu_kda_conv(out, in, 0, C, w, W, tail);
-		KTAP_EXPECT(memcmp(tail, tail1, (size_t)(W - 1) * C * sizeof(float)) == 0);
+		KTAP_EXPECT(memcmp(tail, tail1, ntail) == 0);
 		free_all();
 	}
 }
@@ -534,29 +535,32 @@ static void t_recurrent_continuation(void)
 
 /*
  * Tolerance: |chunked - recurrent| <= 1e-4 (1 + max |recurrent|), for o and
- * for the final S, with u = 2^-24:
+ * for the final S. Why, with u = 2^-24 the fp32 unit roundoff:
  *
- *  - Both compute the same exact function in fp32 in different orders.
+ *  - Both compute the same exact function in fp32, in different orders.
  *    Every sum is a dot product of at most max(K, C) <= 128 terms whose
  *    factors are bounded (|k| = 1, |q| = K^-1/2, beta < 1, decays <= 1,
- *    |v| <= 1, and the state stays O(1): each step is a contraction
- *    (I - beta k k^T) diag(e^g) plus a bounded write), so each rounds by
- *    at most 128 u ~ 8e-6 of its magnitude, typically sqrt(128) u ~ 7e-7.
- *    Contraction keeps these from growing with T: an error made at one
- *    token decays with the state instead of accumulating (the recurrence
- *    against double, t_recurrent_reference, shows ~1e-6).
- *  - The chunked form adds one source: its decays exp(G_i - G_j) take
- *    their exponent from fp32 prefix sums, which carry an absolute error
- *    of up to ulp(|G|)/2 per token, |G| <= 5C (= 320 at C = 64, ulp 3e-5).
- *    The decay then has a relative error of up to (i - j) ulp(|G|)/2. That
- *    is tiny where the factor is small (steady strong decay: e^-2.5d d
- *    1.5e-5 <= 6e-6) and largest where a channel decays hard then stops
- *    (G_SWITCH): up to 32 steps * 1.5e-5 ~ 5e-4 worst case, ~1e-5 to 1e-4
- *    typically (rounding errors add as a random walk over the steps).
+ *    |v| <= 1, and the state stays O(1): each step applies
+ *    (I - beta k k^T) diag(e^g), of norm <= 1, and adds a bounded write),
+ *    so each sum rounds by at most 128 u ~ 8e-6 of its scale, typically
+ *    sqrt(128) u ~ 7e-7. As no step amplifies, an error made at one token
+ *    is never magnified later and fades with any decay
+ *    (t_recurrent_reference measures the fp32 recurrence against double:
+ *    <= 1e-6).
+ *  - The chunked form adds one source: its decays e^{G_i - G_j} take their
+ *    exponent from fp32 prefix sums, which carry an absolute error of up
+ *    to ulp(|G|)/2 per token, |G| <= 5C (320 at C = 64: ulp/2 = 1.5e-5),
+ *    so the decay has a relative error of up to (i - j) ulp(|G|)/2. Where
+ *    decay is steady that is tiny, as the factor falls faster than the
+ *    error grows (e^{-2.5d} d 1.5e-5 <= 6e-6 at the mean g = -2.5). It is
+ *    largest where a channel decays hard and then stops (G_SWITCH): up to
+ *    32 steps * 1.5e-5 ~ 5e-4 in the worst case, but rounding errors add
+ *    as a random walk, ~1e-4 at most in practice.
  *
- * So 1e-4 of the output's scale holds with a wide margin for the input
- * ranges of the model (strong, weak and mixed gates), and the measured
- * errors are printed: ~1e-6 (see the log) against a 1e-4 bound.
+ * Measured over 200 seeds (T <= 230, H 2..4, K, V 16..64, C 1..128):
+ * strong, weak and mixed gates |do| <= 3e-6, |dS| <= 9e-6, at most 0.04
+ * of the bound; switching gates |do| <= 1.2e-5, |dS| <= 5.2e-5, 0.23 of
+ * the bound. Each run prints its own numbers.
  */
 #define CHUNK_TOL 1e-4
 
@@ -604,7 +608,7 @@ static double chunk_vs_recurrent(const struct chunk_cfg *cf, enum gmode gm,
 
 	if (!(eo <= bo) || !(eS <= bS))
 		ktap_fail_at(__FILE__, __LINE__,
-			     "T=%u H=%u K=%u V=%u C=%u: |do| %.3g > %.3g or |dS| %.3g > %.3g",
+			     "T=%u H=%u K=%u V=%u C=%u: |do| %.3g (bound %.3g), |dS| %.3g (%.3g)",
 			     T, H, K, V, C, eo, bo, eS, bS);
 	if (eo > *worst_o)
 		*worst_o = eo;

@@ -225,6 +225,9 @@ static int read_batch(const char *path, struct prompt **out, uint32_t *n)
 			p = realloc(p, (pcap *= 2) * sizeof(*p));
 		memset(&p[*n], 0, sizeof(*p));
 		if (!p || text_tokens(line, (size_t)len, &p[(*n)++])) {
+			for (uint32_t i = 0; p && i < *n; i++)
+				free(p[i].tok);
+			free(p);
 			free(line);
 			fclose(f);
 			return -1;
@@ -234,6 +237,7 @@ static int read_batch(const char *path, struct prompt **out, uint32_t *n)
 	fclose(f);
 	if (!*n) {
 		tool_err("--batch %s: no prompts (one per line)", path);
+		free(p);
 		return -1;
 	}
 	*out = p;
@@ -275,15 +279,18 @@ int main(int argc, char **argv)
 		if (ret || !p->n) {
 			tool_err(o.tokens ? "--tokens: give comma-separated non-negative ids" :
 					    "--prompt: the prompt is empty");
-			return EXIT_USAGE;
+			ret = EXIT_USAGE;
+			goto out;
 		}
 	}
 	for (uint32_t i = 0; i < n; i++)
 		if (p[i].n > longest)
 			longest = p[i].n;
 
-	if (haccel_open(NULL, &ctx))
-		return EXIT_FAIL;
+	if (haccel_open(NULL, &ctx)) {
+		ret = EXIT_FAIL;
+		goto out;
+	}
 	haccel_model_params_init(&mp);
 	mp.max_seqs = n;
 	mp.max_seq_tokens = (uint32_t)(o.max_seq ? o.max_seq : longest + o.max_new + 1);
@@ -294,26 +301,29 @@ int main(int argc, char **argv)
 	if (ret) {
 		haccel_last_error(ctx, err, sizeof(err));
 		tool_err("%s: %s", o.dir, err[0] ? err : haccel_strerror(ret));
-		haccel_close(ctx);
-		return EXIT_FAIL;
+		ret = EXIT_FAIL;
+		goto out;
 	}
 	haccel_model_info(m, &info);
 	items = calloc(n, sizeof(*items));
-	for (uint32_t i = 0; items && i < n; i++) {
-		for (uint32_t t = 0; t < p[i].n; t++)
+	ret = items ? EXIT_OK : EXIT_FAIL;
+	for (uint32_t i = 0; !ret && i < n; i++) {
+		for (uint32_t t = 0; !ret && t < p[i].n; t++)
 			if (p[i].tok[t] < 0 || (uint32_t)p[i].tok[t] >= info.vocab_size) {
 				tool_err("prompt %u token %u = %d is outside the vocabulary (%u)", i, t,
 					 p[i].tok[t], info.vocab_size);
-				return EXIT_USAGE;
+				ret = EXIT_USAGE;
 			}
 		p[i].out = calloc(o.max_new + 1, sizeof(int32_t));
 		p[i].logits = malloc(info.vocab_size * sizeof(float));
 		p[i].rng = o.seed + i;
-		if (!p[i].out || !p[i].logits || haccel_model_seq_create(m, &p[i].seq)) {
+		if (!ret && (!p[i].out || !p[i].logits || haccel_model_seq_create(m, &p[i].seq))) {
 			tool_err("out of memory");
-			return EXIT_FAIL;
+			ret = EXIT_FAIL;
 		}
 	}
+	if (ret)
+		goto out;
 	stream = n == 1 && !o.json && !o.quiet && info.vocab_size == 256;
 	if (stream) {
 		char *t = bytes_text(p[0].tok, p[0].n);
@@ -355,7 +365,8 @@ int main(int argc, char **argv)
 		if (ret) {
 			haccel_last_error(ctx, err, sizeof(err));
 			tool_err("step failed: %s", err[0] ? err : haccel_strerror(ret));
-			return EXIT_FAIL;
+			ret = EXIT_FAIL;
+			goto out;
 		}
 		if (prefilling) {
 			pre_s += dt;
@@ -478,6 +489,7 @@ int main(int argc, char **argv)
 			info.load_direct ? "O_DIRECT" : "buffered", t_open);
 		ret = EXIT_OK;
 	}
+out:
 	for (uint32_t i = 0; i < n; i++) {
 		free(p[i].tok);
 		free(p[i].out);

@@ -12,10 +12,12 @@
  *    becomes +-448; +-inf become +-448; NaN becomes 0x7F with its sign.
  *  - bf16: the top 16 bits of fp32 after round to nearest, ties to even;
  *    NaN stays NaN (quiet bit set).
- *  - Power-of-two scales: for a block with largest magnitude amax, the
- *    exponent e is the smallest integer with 2^e >= amax / 448 (computed
- *    exactly, not with log2), clamped to [-127, 127]; e = 0 when amax is 0
- *    or not finite. Values are divided by 2^e (exact) and converted.
+ *  - Power-of-two scales: for a block with largest magnitude amax (|amax|
+ *    is used), the exponent e is the smallest integer with 2^e >= amax /
+ *    448, the quotient taken exactly (from the bits, not with log2 nor an
+ *    fp32 division, which differs at one subnormal quotient), clamped to
+ *    [-127, 127]; e = 0 when amax is 0 or not finite. Values are divided by
+ *    2^e (exact) and converted.
  *  - E8M0: one byte holding e + 127.
  *
  * Records:
@@ -55,7 +57,8 @@ static inline uint32_t haccel__kv_token_bytes(uint32_t dr)
 
 void haccel__kv_token_pack(uint8_t *rec, const float *latent, const float *k_pe,
 			   uint32_t dr);
-/* Dequantize: latent[i] = fp8(code) * scale of its tile; k_pe from bf16. */
+/* Dequantize: latent[i] = fp8(code) * scale of its tile; k_pe from bf16
+ * (k_pe may be NULL when dr is 0). */
 void haccel__kv_token_unpack(const uint8_t *rec, float *latent, float *k_pe,
 			     uint32_t dr);
 

@@ -213,9 +213,11 @@ static void select_topk(int32_t *sel, uint32_t k, uint32_t n, const float *score
  * _unpack, exactly as the keys were stored), k' the dequantized key record,
  * the dot product summed over i = 0..127 in fp32 from 0, relu(d) = d > 0 ?
  * d : 0 (so a NaN dot counts 0), and the head sum accumulated in fp32 from
- * 0 in h order. The dequantized products are exact (4-bit significands
- * times powers of two), so the result depends only on these orders.
- * Row t of sel has topk entries; those past n_sel[t] are set to -1.
+ * 0 in h order. Each product of dequantized values is exact barring
+ * underflow (4-bit significands times powers of two), so a backend may
+ * multiply codes and apply the scales later, but must keep these orders
+ * to get the same bits. Positions 0..pos[t] are the causal mask. Row t of
+ * sel has topk entries; those past n_sel[t] are set to -1.
  */
 void haccel__cpu_indexer_topk(int32_t *sel, uint32_t *n_sel, const float *q,
 			      const float *w, uint32_t T, uint32_t IH,
@@ -275,8 +277,8 @@ static inline float kv_rope(const uint8_t *rec, uint32_t i)
  *   m = max_j l_j, p_j = expf(l_j - m), Z = sum_j p_j (j order),
  *   a_j = p_j / Z, o_lat[i] = sum_j a_j c_s[i] (j order, from 0).
  * c and kpe are the dequantized record (format.c). n_sel[t] = 0 gives
- * zeros. A NaN anywhere propagates; nothing is masked here (sel holds only
- * valid positions).
+ * zeros. Nothing is masked here: sel[t][0..n_sel[t]) must hold valid
+ * positions. A NaN or +inf score makes the head's output NaN.
  */
 void haccel__cpu_sparse_mla(float *o_lat, const float *q_lat, const float *q_pe,
 			    uint32_t T, uint32_t H, uint32_t dr,
@@ -308,8 +310,8 @@ void haccel__cpu_sparse_mla(float *o_lat, const float *q_lat, const float *q_pe,
 				for (uint32_t r = 0; r < dr; r++)
 					dp += qp[r] * kv_rope(rec, r);
 				scratch[j] = (dl + dp) * scale;
-				/* fmaxf: a NaN score does not hide the max of
-				 * the others; it still poisons the sum. */
+				/* fmaxf ignores a NaN score; the NaN still
+				 * reaches Z and so every output. */
 				m = fmaxf(m, scratch[j]);
 			}
 			for (uint32_t j = 0; j < n; j++) {

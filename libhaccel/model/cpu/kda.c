@@ -6,7 +6,7 @@
  * RMSNorm of the output. They follow fla's naive_recurrent_kda /
  * fused_recurrent_kda (use_qk_l2norm_in_kernel), ShortConvolution with
  * SiLU, fused_kda_gate and FusedRMSNormGated with a sigmoid gate; the full
- * spec is docs/model.md, "KDA".
+ * spec is docs/model.md, "KDA ops".
  *
  * Layouts, one sequence of T tokens, H heads, head widths K (keys) and V
  * (values), all fp32 row-major:
@@ -33,8 +33,8 @@
  *   A_ij = beta_i sum_c k_i[c] k_j[c] e^{G_i[c] - G_j[c]}        (j < i)
  *
  * solved by forward substitution (this is the UT/WY transform of fla's
- * chunk_kda: with T = (I + A)^-1 diag(beta), u - w S0 with u = T V and
- * w = T (e^G * K) is the same solution). Then
+ * chunk_kda: with P = (I + A)^-1 diag(beta), its u - w S0 with u = P V
+ * and w = P (e^G * K) is the same solution, without forming P). Then
  *
  *   o_i = S0^T (e^{G_i} * q_i) + sum_{j<=i} Q_ij u_j
  *   Q_ij = sum_c q_i[c] k_j[c] e^{G_i[c] - G_j[c]}              (j <= i)
@@ -44,7 +44,7 @@
  * of G_i itself, so every exponent is <= 0 and nothing overflows; a decay
  * that is really below 2^-149 underflows to 0 as it should. The factored
  * form e^{G_i} / e^{G_j} would give 0/0 once a chunk's decay passes
- * e^-104 (64 tokens at g = -5 reach e^-320).
+ * about e^-104 (64 tokens at g = -5 reach e^-320).
  *
  * Every sum runs in index order in fp32; no op allocates.
  */
@@ -237,11 +237,14 @@ static void kda_chunk(float *S, const float *q, const float *k, const float *v,
 #define ROW(p, i, w) ((p) + ((size_t)(t0 + (i)) * H + h) * (w))
 
 	/* G_i = g_0 + ... + g_i, per channel. */
-	for (uint32_t i = 0; i < n; i++) {
+	memcpy(G, ROW(g, 0, K), (size_t)K * sizeof(float));
+	for (uint32_t i = 1; i < n; i++) {
 		const float *gi = ROW(g, i, K);
+		float *Gi = G + (size_t)i * K;
+		const float *Gp = Gi - K;
 
 		for (uint32_t c = 0; c < K; c++)
-			G[(size_t)i * K + c] = (i ? G[(size_t)(i - 1) * K + c] : 0.0f) + gi[c];
+			Gi[c] = Gp[c] + gi[c];
 	}
 
 	/* U_i = beta_i (v_i - S0^T (e^{G_i} * k_i)) */

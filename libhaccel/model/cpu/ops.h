@@ -74,8 +74,9 @@ void haccel__cpu_kda_conv(float *out, const float *in, uint32_t T, uint32_t C,
 			  const float *w, uint32_t W, float *tail);
 
 /* The decay gate g[T][H*K] (log space, <= 0) from g_raw[T][H*K],
- * A_log[H], dt_bias[H*K]; form and lower bound lb as above. g may alias
- * g_raw. softplus(x) = x for x > 20, else log1p(exp(x)). */
+ * A_log[H], dt_bias[H*K]; form (an unknown value is read as softplus; the
+ * config parser admits only the two) and lower bound lb as above. g may
+ * alias g_raw. softplus(x) = x for x > 20, else log1p(exp(x)). */
 void haccel__cpu_kda_gate(float *g, const float *g_raw, uint32_t T, uint32_t H,
 			  uint32_t K, const float *A_log, const float *dt_bias,
 			  int form, float lb);
@@ -89,7 +90,7 @@ void haccel__cpu_kda_prep(float *q, float *k, float *beta, uint32_t T,
  * The KDA recurrence for T tokens of one sequence, token by token, in this
  * order per head: S = diag(exp(g_t)) S; u = beta_t (v_t - k_t^T S);
  * S = S + k_t u^T; o_t = q_t^T S. S[H][K][V] in and out; q, k, g [T][H][K];
- * v [T][H][V]; beta [T][H]; o [T][H][V].
+ * v [T][H][V]; beta [T][H]; o [T][H][V], which must not alias an input.
  */
 void haccel__cpu_kda_recurrent(float *S, const float *q, const float *k,
 			       const float *v, const float *g,
@@ -99,8 +100,10 @@ void haccel__cpu_kda_recurrent(float *S, const float *q, const float *k,
 /*
  * The same result by the chunked form, chunks of C tokens: within a chunk
  * decays are exp(G_i - G_j) of cumulative log gates (never ratios), the
- * intra-chunk delta rule solved by forward substitution. scratch holds
- * haccel__cpu_kda_chunked_scratch(C, K, V) floats.
+ * intra-chunk delta rule solved by forward substitution. C >= 1; scratch
+ * holds haccel__cpu_kda_chunked_scratch(C, K, V) = C * (K + V + C) floats;
+ * o must not alias an input. Chunks restart at each call: one sequence split
+ * over calls agrees with one call within tolerance, not bit for bit.
  */
 size_t haccel__cpu_kda_chunked_scratch(uint32_t C, uint32_t K, uint32_t V);
 void haccel__cpu_kda_chunked(float *S, const float *q, const float *k,
@@ -138,14 +141,15 @@ void haccel__cpu_hadamard128(float *x, uint32_t n);
  * Quantize and store each token's KV entry at slots[t] of a KV region whose
  * records are 528 + 2 * dr bytes: latent[T][512] as FP8 E4M3 in 4 tiles of
  * 128 with one fp32 power-of-two scale per tile, then k_pe[T][dr] as bf16.
- * (docs/model.md, "KV cache".)
+ * A negative slot is skipped. (docs/model.md, "Formats".)
  */
 void haccel__cpu_mla_kv_write(void *region, const int64_t *slots,
 			      const float *latent, const float *k_pe,
 			      uint32_t T, uint32_t dr);
 
 /* Quantize (MXFP8) and store each token's index key ik[T][128] at
- * slots[t] of an index-key region of 132-byte records. */
+ * slots[t] of an index-key region of 132-byte records; a negative slot is
+ * skipped. */
 void haccel__cpu_index_k_write(void *region, const int64_t *slots,
 			       const float *ik, uint32_t T);
 
@@ -157,8 +161,11 @@ void haccel__cpu_index_k_write(void *region, const int64_t *slots,
  * from the index-key region (pages of page_tokens). score(t, s) =
  * sum_h w[t][h] * relu(q[t][h] . k[s]) over dequantized values. Writes the
  * min(topk, pos[t] + 1) best positions to sel[t][0..], by score descending,
- * ties to the smaller position, and their count to n_sel[t]. scratch holds
- * pos_max + 1 floats (pos_max = the largest pos[t]).
+ * ties to the smaller position, and their count to n_sel[t]; rows of sel
+ * are topk long and unused entries are -1. A NaN score ranks below every
+ * number. Keys of every position up to pos[t] (this chunk's too) must be
+ * written before the call. scratch holds pos_max + 1 floats (pos_max = the
+ * largest pos[t]).
  */
 void haccel__cpu_indexer_topk(int32_t *sel, uint32_t *n_sel, const float *q,
 			      const float *w, uint32_t T, uint32_t IH,
