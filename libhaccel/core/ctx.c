@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/cuda.h"
+#include "gpu/module.h"
 #include "hostmem/hostmem.h"
 #include "log.h"
 
@@ -112,6 +114,8 @@ void haccel_close(struct haccel_ctx *ctx)
 {
 	if (!ctx)
 		return;
+	haccel__gpu_fini(ctx);
+	haccel__cuda_fini(ctx);
 	haccel__hostmem_ctx_fini(ctx);
 	pthread_mutex_destroy(&ctx->lock);
 	free(ctx);

@@ -10,6 +10,8 @@
 #include <pthread.h>
 
 struct haccel_hostmem_stats;
+struct haccel__cuda;
+struct haccel__gpu;
 
 struct haccel_ctx {
 	/* Set at open, read-only after: a context may be shared by threads
@@ -23,6 +25,8 @@ struct haccel_ctx {
 	pthread_mutex_t lock;
 	char last_error[1024];
 	struct haccel_hostmem_stats *hostmem_stats; /* owned, see hostmem.c */
+	struct haccel__cuda *cuda;   /* loaded on first use, see gpu/cuda.c */
+	struct haccel__gpu *gpu;     /* module and streams, see gpu/module.c */
 };
 
 /*

@@ -445,6 +445,29 @@ HACCEL_API int haccel_state_ckpt_drop(struct haccel_state_pool *pool,
 				      uint32_t ckpt);
 
 /* ------------------------------------------------------------------------ */
+/* GPU                                                                      */
+
+struct haccel_gpu_info {
+	uint32_t n_devices;
+	uint32_t driver_version;   /* e.g. 13000 */
+	uint32_t sm_count;
+	uint32_t cc_major, cc_minor;
+	uint32_t kernels;          /* 1: this build carries GPU kernels */
+	uint64_t mem_total, mem_free;
+	char name[128];
+	char pci_bus_id[32];
+	char reason[256];          /* why there is no usable GPU, or "" */
+};
+
+/*
+ * Probe the GPU through the CUDA driver (loaded at run time; the library
+ * never needs it to build or run). Returns 0 with the device described, or
+ * -ENODEV (no driver, no device) / -ENOSYS (a driver too old) with the
+ * reason in out->reason: the caller goes on with the CPU backend.
+ */
+HACCEL_API int haccel_gpu_info(struct haccel_ctx *ctx, struct haccel_gpu_info *out);
+
+/* ------------------------------------------------------------------------ */
 /* NUMA topology                                                            */
 
 #define HACCEL_MAX_NODES 64

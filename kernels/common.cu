@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Kernels every layer type uses: norms, embedding, SwiGLU, the
+ * attention-residual mix, bf16 conversion of GEMM inputs, greedy sampling.
+ * Each mirrors its CPU op in libhaccel/model/cpu/common.c; sums are block
+ * reductions (a different order from the CPU's, hence the tolerances of
+ * tests/gpu-common.c).
+ */
+
+/* One block per row. */
+HACCEL_K void haccel_rmsnorm(float *y, const float *x, const float *w, uint32_t D, float eps)
+{
+	__shared__ float sh[32];
+	const float *xr = x + (size_t)blockIdx.x * D;
+	float *yr = y + (size_t)blockIdx.x * D;
+	float ss = 0.0f;
+
+	for (uint32_t d = threadIdx.x; d < D; d += blockDim.x)
+		ss += xr[d] * xr[d];
+	ss = block_sum(ss, sh);
+	float r = rsqrtf(ss / (float)D + eps);
+	for (uint32_t d = threadIdx.x; d < D; d += blockDim.x)
+		yr[d] = xr[d] * r * (w ? w[d] : 1.0f);
+}
+
+HACCEL_K void haccel_layernorm(float *y, const float *x, const float *w, const float *b,
+			       uint32_t D, float eps)
+{
+	__shared__ float sh[32];
+	const float *xr = x + (size_t)blockIdx.x * D;
+	float *yr = y + (size_t)blockIdx.x * D;
+	float s = 0.0f;
+
+	for (uint32_t d = threadIdx.x; d < D; d += blockDim.x)
+		s += xr[d];
+	float mean = block_sum(s, sh) / (float)D;
+	float v = 0.0f;
+	for (uint32_t d = threadIdx.x; d < D; d += blockDim.x)
+		v += (xr[d] - mean) * (xr[d] - mean);
+	float r = rsqrtf(block_sum(v, sh) / (float)D + eps);
+	for (uint32_t d = threadIdx.x; d < D; d += blockDim.x)
+		yr[d] = (xr[d] - mean) * r * (w ? w[d] : 1.0f) + (b ? b[d] : 0.0f);
+}
+
+HACCEL_K void haccel_embed(float *y, const float *table, const int32_t *tok, uint32_t D,
+			   uint32_t V)
+{
+	int32_t id = tok[blockIdx.x];
+	float *yr = y + (size_t)blockIdx.x * D;
+
+	for (uint32_t d = threadIdx.x; d < D; d += blockDim.x)
+		yr[d] = id >= 0 && (uint32_t)id < V ? table[(size_t)id * D + d] : 0.0f;
+}
+
+HACCEL_K void haccel_swiglu(float *y, const float *gate, const float *up, uint64_t n)
+{
+	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+	     i += (uint64_t)gridDim.x * blockDim.x) {
+		float g = gate[i];
+		y[i] = g / (1.0f + expf(-g)) * up[i];
+	}
+}
+
+HACCEL_K void haccel_scale(float *y, const float *x, float s, uint64_t n)
+{
+	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+	     i += (uint64_t)gridDim.x * blockDim.x)
+		y[i] = x[i] * s;
+}
+
+HACCEL_K void haccel_to_bf16(uint16_t *y, const float *x, uint64_t n)
+{
+	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+	     i += (uint64_t)gridDim.x * blockDim.x) {
+		uint32_t u = __float_as_uint(x[i]);
+
+		if ((u & 0x7fffffffu) > 0x7f800000u)
+			y[i] = (uint16_t)((u >> 16) | 0x40);
+		else
+			y[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+	}
+}
+
+/* Grid (rows), block threads over n. */
+HACCEL_K void haccel_copy_rows(float *dst, uint32_t dst_ld, const float *src, uint32_t src_ld,
+			       uint32_t n)
+{
+	const float *s = src + (size_t)blockIdx.x * src_ld;
+	float *d = dst + (size_t)blockIdx.x * dst_ld;
+
+	for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+		d[i] = s[i];
+}
+
+/*
+ * Attention-residual mix, one block per token: logits over the sources
+ * (dot of the query with each rmsnormed source), softmax, weighted sum of
+ * the raw sources. n_src <= 64.
+ */
+HACCEL_K void haccel_attn_res_mix(float *h, const float *const *src, uint32_t n_src,
+				  const float *query, const float *norm_w, uint32_t T,
+				  uint32_t D, float eps)
+{
+	__shared__ float sh[32];
+	__shared__ float a[64];
+	size_t t = blockIdx.x;
+	float mx = -INFINITY, sum = 0.0f;
+
+	(void)T;
+	for (uint32_t i = 0; i < n_src; i++) {
+		const float *v = src[i] + t * D;
+		float ss = 0.0f, dot = 0.0f;
+
+		for (uint32_t d = threadIdx.x; d < D; d += blockDim.x) {
+			float x = v[d];
+			ss += x * x;
+			dot += query[d] * x * norm_w[d];
+		}
+		ss = block_sum(ss, sh);
+		dot = block_sum(dot, sh);
+		float l = dot * rsqrtf(ss / (float)D + eps);
+		if (threadIdx.x == 0)
+			a[i] = l;
+		mx = fmaxf(mx, l);
+	}
+	__syncthreads();
+	for (uint32_t i = 0; i < n_src; i++)
+		sum += expf(a[i] - mx);
+	for (uint32_t d = threadIdx.x; d < D; d += blockDim.x) {
+		float acc = 0.0f;
+
+		for (uint32_t i = 0; i < n_src; i++)
+			acc += expf(a[i] - mx) / sum * src[i][t * D + d];
+		h[t * D + d] = acc;
+	}
+}
+
+/* Greedy sampling, one block per row: the largest value, ties to the
+ * smaller index, NaN below every number. */
+__device__ __forceinline__ bool am_better(float v, uint32_t i, float bv, uint32_t bi)
+{
+	if (isnan(v))
+		return false;
+	if (isnan(bv))
+		return true;
+	return v > bv || (v == bv && i < bi);
+}
+
+HACCEL_K void haccel_argmax(int32_t *out, const float *logits, uint32_t V)
+{
+	__shared__ float sv[32];
+	__shared__ uint32_t si[32];
+	const float *r = logits + (size_t)blockIdx.x * V;
+	float bv = __int_as_float(0x7fc00000);
+	uint32_t bi = 0xffffffffu;
+
+	for (uint32_t i = threadIdx.x; i < V; i += blockDim.x)
+		if (bi == 0xffffffffu || am_better(r[i], i, bv, bi)) {
+			bv = r[i];
+			bi = i;
+		}
+	for (int o = 16; o > 0; o >>= 1) {
+		float v = __shfl_xor_sync(0xffffffffu, bv, o);
+		uint32_t i = __shfl_xor_sync(0xffffffffu, bi, o);
+		if (i != 0xffffffffu && (bi == 0xffffffffu || am_better(v, i, bv, bi))) {
+			bv = v;
+			bi = i;
+		}
+	}
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+	if (lane == 0) {
+		sv[w] = bv;
+		si[w] = bi;
+	}
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		for (int j = 1; j < nw; j++)
+			if (si[j] != 0xffffffffu && (si[0] == 0xffffffffu ||
+						     am_better(sv[j], si[j], sv[0], si[0]))) {
+				sv[0] = sv[j];
+				si[0] = si[j];
+			}
+		out[blockIdx.x] = (int32_t)si[0];
+	}
+}

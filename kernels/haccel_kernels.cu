@@ -1,0 +1,7 @@
+// SPDX-License-Identifier: MIT
+/* Every kernel of haccel, in one translation unit: nvcc builds one fatbin. */
+#include "kutil.cuh"
+
+#include "common.cu"
+#include "kda.cu"
+#include "dsa.cu"

@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: MIT
+/* The embedded kernels and the per-context GPU runtime; see module.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/ctx.h"
+#include "core/log.h"
+#include "gpu/module.h"
+
+int haccel__gpu_get(struct haccel_ctx *ctx, struct haccel__gpu **out)
+{
+	struct haccel__cuda *cu;
+	struct haccel__gpu *g;
+	int ret;
+
+	*out = NULL;
+	ret = haccel__cuda_get(ctx, &cu);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&ctx->lock);
+	g = ctx->gpu;
+	pthread_mutex_unlock(&ctx->lock);
+	if (g) {
+		*out = g;
+		return 0;
+	}
+	if (!haccel__fatbin_size)
+		return haccel__fail(ctx, -ENOEXEC, "cuda: this build carries no GPU kernels (configured without nvcc)");
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	g->ctx = ctx;
+	g->cu = cu;
+	ret = HACCEL__CU(ctx, cu->ModuleLoadData(&g->module, haccel__fatbin));
+	if (!ret)
+		ret = HACCEL__CU(ctx, cu->StreamCreate(&g->stream, HACCEL__CU_STREAM_NON_BLOCKING));
+	if (ret) {
+		if (g->module)
+			cu->ModuleUnload(g->module);
+		free(g);
+		return ret;
+	}
+	pthread_mutex_lock(&ctx->lock);
+	if (ctx->gpu) {
+		/* Another thread won the race: keep theirs. */
+		pthread_mutex_unlock(&ctx->lock);
+		cu->StreamDestroy(g->stream);
+		cu->ModuleUnload(g->module);
+		free(g);
+		*out = ctx->gpu;
+		return 0;
+	}
+	ctx->gpu = g;
+	pthread_mutex_unlock(&ctx->lock);
+	*out = g;
+	return 0;
+}
+
+void haccel__gpu_fini(struct haccel_ctx *ctx)
+{
+	struct haccel__gpu *g = ctx->gpu;
+
+	if (!g)
+		return;
+	g->cu->StreamSynchronize(g->stream);
+	g->cu->StreamDestroy(g->stream);
+	g->cu->ModuleUnload(g->module);
+	free(g);
+	ctx->gpu = NULL;
+}
+
+int haccel__gpu_fn(struct haccel__gpu *g, const char *name, void **fn)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&g->ctx->lock);
+	for (uint32_t i = 0; i < g->n_fns; i++)
+		if (!strcmp(g->fns[i].name, name)) {
+			*fn = g->fns[i].fn;
+			pthread_mutex_unlock(&g->ctx->lock);
+			return 0;
+		}
+	if (g->cu->ModuleGetFunction(fn, g->module, name)) {
+		ret = -ENOENT;
+	} else if (g->n_fns < HACCEL__GPU_MAX_FNS) {
+		g->fns[g->n_fns].name = name;
+		g->fns[g->n_fns++].fn = *fn;
+	}
+	pthread_mutex_unlock(&g->ctx->lock);
+	if (ret)
+		return haccel__fail(g->ctx, ret, "cuda: no kernel %s in the embedded module", name);
+	return 0;
+}
+
+int haccel__gpu_launch(struct haccel__gpu *g, void *fn, unsigned int gx, unsigned int gy,
+		       unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
+		       unsigned int smem, void *stream, void **params, const char *file, int line)
+{
+	int res = g->cu->LaunchKernel(fn, gx, gy, gz, bx, by, bz, smem,
+				      stream ? stream : g->stream, params, NULL);
+
+	return haccel__cu_check(g->ctx, res, "cuLaunchKernel", file, line);
+}

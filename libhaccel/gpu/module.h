@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The GPU runtime of a context: the embedded kernels (one fatbin, SASS for
+ * sm_90a and PTX, built by nvcc at make time and linked into the library),
+ * a compute stream, and a launch helper. No kernel is compiled at run time.
+ */
+#ifndef HACCEL_GPU_MODULE_H
+#define HACCEL_GPU_MODULE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpu/cuda.h"
+
+/* The fatbin linked into the library; size 0 when built without CUDA. */
+extern const unsigned char haccel__fatbin[];
+extern const uint64_t haccel__fatbin_size;
+
+#define HACCEL__GPU_MAX_FNS 64
+
+struct haccel__gpu {
+	struct haccel_ctx *ctx;
+	struct haccel__cuda *cu;
+	void *module;
+	void *stream;              /* compute stream, non-blocking */
+	struct {
+		const char *name;
+		void *fn;
+	} fns[HACCEL__GPU_MAX_FNS]; /* lookups, cached; under ctx->lock */
+	uint32_t n_fns;
+};
+
+/*
+ * The context's GPU runtime, made on first use. Returns 0, -ENODEV (no GPU:
+ * haccel_gpu_info() says why), -ENOEXEC (this build has no kernels: built
+ * without nvcc), -EIO.
+ */
+int haccel__gpu_get(struct haccel_ctx *ctx, struct haccel__gpu **out);
+void haccel__gpu_fini(struct haccel_ctx *ctx);
+
+/* The kernel called name (extern "C" in kernels/). Returns 0 or -ENOENT. */
+int haccel__gpu_fn(struct haccel__gpu *g, const char *name, void **fn);
+
+/* Launch fn on stream (NULL: the runtime's stream) with params (an array
+ * of pointers to each argument, as cuLaunchKernel takes). 0 or -errno. */
+int haccel__gpu_launch(struct haccel__gpu *g, void *fn, unsigned int gx,
+		       unsigned int gy, unsigned int gz, unsigned int bx,
+		       unsigned int by, unsigned int bz, unsigned int smem,
+		       void *stream, void **params, const char *file, int line);
+
+#define HACCEL__LAUNCH(g, fn, gx, gy, gz, bx, by, bz, smem, stream, ...)      \
+	haccel__gpu_launch(g, fn, gx, gy, gz, bx, by, bz, smem, stream,      \
+			   (void *[]){ __VA_ARGS__ }, __FILE__, __LINE__)
+
+#endif /* HACCEL_GPU_MODULE_H */

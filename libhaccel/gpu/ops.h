@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The CUDA ops: the CPU reference ops of model/cpu/ops.h on the GPU, under
+ * the same names with haccel__cuda_ in place of haccel__cpu_, the same
+ * formats (docs/model.md) and the same meaning for every argument, with
+ * three differences:
+ *
+ *  - Pointers are device addresses (CUdeviceptr, uint64_t); every op takes
+ *    the GPU runtime g and a stream (NULL: g's compute stream), enqueues its
+ *    work and returns 0 or -errno (a launch error, logged). Nothing is
+ *    synchronised and nothing is allocated: ops can be captured in a graph.
+ *  - Ops that keep per-sequence state work on many sequences in one launch.
+ *    The T tokens of a step are cut into n_seg segments, segment s holding
+ *    tokens [seg_off[s], seg_off[s + 1]) of one sequence (decode: n_seg
+ *    segments of one token; prefill: one segment of T tokens). Per segment
+ *    seg_slot[s] is its state-pool slot (KDA) and per token bt_row[t] its
+ *    block-table row (DSA, the sequence's KV id). All these index arrays
+ *    are on the device.
+ *  - State addressed through a slot lives at base + slot * slot_stride
+ *    (bytes), the state pool's layout.
+ *
+ * Tolerances against the CPU ops are stated by the tests (tests/gpu-*.c);
+ * quantized cache bytes are bit-exact.
+ */
+#ifndef HACCEL_GPU_OPS_H
+#define HACCEL_GPU_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpu/module.h"
+
+typedef uint64_t haccel__dptr;
+
+/* ------------------------------------------------------------------------ */
+/* Common (gpu/ops_common.c, kernels/common.cu)                             */
+
+int haccel__cuda_rmsnorm(struct haccel__gpu *g, void *stream, haccel__dptr y,
+			 haccel__dptr x, haccel__dptr w, uint32_t T, uint32_t D,
+			 float eps);
+int haccel__cuda_layernorm(struct haccel__gpu *g, void *stream, haccel__dptr y,
+			   haccel__dptr x, haccel__dptr w, haccel__dptr b,
+			   uint32_t T, uint32_t D, float eps);
+/* table is fp32 [V][D] (tok out of range: zeros). */
+int haccel__cuda_embed(struct haccel__gpu *g, void *stream, haccel__dptr y,
+		       haccel__dptr table, haccel__dptr tok, uint32_t T,
+		       uint32_t D);
+int haccel__cuda_swiglu(struct haccel__gpu *g, void *stream, haccel__dptr y,
+			haccel__dptr gate, haccel__dptr up, size_t n);
+/* src: a device array of n_src device pointers (each [T][D] fp32). */
+int haccel__cuda_attn_res_mix(struct haccel__gpu *g, void *stream,
+			      haccel__dptr h, haccel__dptr src, uint32_t n_src,
+			      haccel__dptr query, haccel__dptr norm_w,
+			      uint32_t T, uint32_t D, float eps);
+/* y[i] = bf16(x[i]) for n values (the GEMM input), round to nearest even. */
+int haccel__cuda_to_bf16(struct haccel__gpu *g, void *stream, haccel__dptr y,
+			 haccel__dptr x, size_t n);
+/* y[i] = x[i] * s. */
+int haccel__cuda_scale(struct haccel__gpu *g, void *stream, haccel__dptr y,
+		       haccel__dptr x, float s, size_t n);
+/* Strided row copy: dst[t][0..n) = src[t][0..n), rows of dst_ld and src_ld
+ * floats (the split of a fused projection). */
+int haccel__cuda_copy_rows(struct haccel__gpu *g, void *stream,
+			   haccel__dptr dst, uint32_t dst_ld, haccel__dptr src,
+			   uint32_t src_ld, uint32_t T, uint32_t n);
+/* Greedy sampling: out[r] = argmax of logits[r][0..V) (ties: the smaller
+ * index; NaN ranks below every number), for R rows. */
+int haccel__cuda_argmax(struct haccel__gpu *g, void *stream, haccel__dptr out,
+			haccel__dptr logits, uint32_t R, uint32_t V);
+
+/* ------------------------------------------------------------------------ */
+/* KDA (gpu/ops_kda.c, kernels/kda.cu)                                      */
+
+/*
+ * Causal depthwise conv + SiLU over segments; segment s's tail
+ * ([W-1][C] fp32, oldest first) at tail_base + seg_slot[s] * slot_stride is
+ * read and updated as haccel__cpu_kda_conv does.
+ */
+int haccel__cuda_kda_conv(struct haccel__gpu *g, void *stream, haccel__dptr out,
+			  haccel__dptr in, uint32_t T, uint32_t C,
+			  haccel__dptr w, uint32_t W, uint32_t n_seg,
+			  haccel__dptr seg_off, haccel__dptr seg_slot,
+			  haccel__dptr tail_base, uint64_t slot_stride);
+int haccel__cuda_kda_gate(struct haccel__gpu *g, void *stream, haccel__dptr gt,
+			  haccel__dptr g_raw, uint32_t T, uint32_t H,
+			  uint32_t K, haccel__dptr A_log, haccel__dptr dt_bias,
+			  int form, float lb);
+int haccel__cuda_kda_prep(struct haccel__gpu *g, void *stream, haccel__dptr q,
+			  haccel__dptr k, haccel__dptr beta, uint32_t T,
+			  uint32_t H, uint32_t K);
+/*
+ * The recurrence token by token (the decode kernel: a segment is usually
+ * one token), state S[H][K][V] fp32 of segment s at
+ * state_base + seg_slot[s] * slot_stride, updated in place.
+ */
+int haccel__cuda_kda_recurrent(struct haccel__gpu *g, void *stream,
+			       haccel__dptr q, haccel__dptr k, haccel__dptr v,
+			       haccel__dptr gt, haccel__dptr beta, haccel__dptr o,
+			       uint32_t T, uint32_t H, uint32_t K, uint32_t V,
+			       uint32_t n_seg, haccel__dptr seg_off,
+			       haccel__dptr seg_slot, haccel__dptr state_base,
+			       uint64_t slot_stride);
+/*
+ * The chunked form (prefill), chunks of 64 tokens restarting at each
+ * segment's first token; same state addressing. scratch: at least
+ * haccel__cuda_kda_chunked_scratch(T, H, K, V, n_seg) bytes of device
+ * memory (0 when the kernel needs none).
+ */
+size_t haccel__cuda_kda_chunked_scratch(uint32_t T, uint32_t H, uint32_t K,
+					uint32_t V, uint32_t n_seg);
+int haccel__cuda_kda_chunked(struct haccel__gpu *g, void *stream,
+			     haccel__dptr q, haccel__dptr k, haccel__dptr v,
+			     haccel__dptr gt, haccel__dptr beta, haccel__dptr o,
+			     uint32_t T, uint32_t H, uint32_t K, uint32_t V,
+			     uint32_t n_seg, haccel__dptr seg_off,
+			     haccel__dptr seg_slot, haccel__dptr state_base,
+			     uint64_t slot_stride, haccel__dptr scratch);
+int haccel__cuda_gated_rmsnorm(struct haccel__gpu *g, void *stream,
+			       haccel__dptr o, haccel__dptr gate, haccel__dptr w,
+			       uint32_t T, uint32_t H, uint32_t V, float eps);
+
+/* ------------------------------------------------------------------------ */
+/* DSA (gpu/ops_dsa.c, kernels/dsa.cu)                                      */
+
+/* pos: uint32_t[T] on the device. */
+int haccel__cuda_rope(struct haccel__gpu *g, void *stream, haccel__dptr x,
+		      uint32_t T, uint32_t n_vec, size_t tok_stride,
+		      size_t vec_stride, uint32_t dim, haccel__dptr pos,
+		      float theta, int layout);
+int haccel__cuda_hadamard128(struct haccel__gpu *g, void *stream,
+			     haccel__dptr x, uint32_t n);
+/* Bit-exact with the CPU writers; slots: int64_t[T] (negative: skipped). */
+int haccel__cuda_mla_kv_write(struct haccel__gpu *g, void *stream,
+			      haccel__dptr region, haccel__dptr slots,
+			      haccel__dptr latent, haccel__dptr k_pe,
+			      uint32_t T, uint32_t dr);
+int haccel__cuda_index_k_write(struct haccel__gpu *g, void *stream,
+			       haccel__dptr region, haccel__dptr slots,
+			       haccel__dptr ik, uint32_t T);
+/*
+ * The fused indexer: for each token t, keys of positions 0..pos[t] read
+ * through block_tables row bt_row[t] (bt_stride entries a row, pages of
+ * page_tokens) from the index-key region; scores and selection as
+ * haccel__cpu_indexer_topk (same order, ties, NaN rule, -1 padding).
+ * scratch: haccel__cuda_indexer_scratch(T, max_pos, topk) bytes.
+ */
+size_t haccel__cuda_indexer_scratch(uint32_t T, uint32_t max_pos,
+				    uint32_t topk);
+int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream,
+			      haccel__dptr sel, haccel__dptr n_sel,
+			      haccel__dptr q, haccel__dptr w, uint32_t T,
+			      uint32_t IH, haccel__dptr pos, haccel__dptr bt_row,
+			      haccel__dptr region, haccel__dptr block_tables,
+			      uint32_t bt_stride, uint32_t page_tokens,
+			      uint32_t topk, uint32_t max_pos,
+			      haccel__dptr scratch);
+/* Sparse MLA decode/prefill, per token t through block_tables row
+ * bt_row[t]; as haccel__cpu_sparse_mla. scratch:
+ * haccel__cuda_sparse_mla_scratch(T, H, topk) bytes. */
+size_t haccel__cuda_sparse_mla_scratch(uint32_t T, uint32_t H, uint32_t topk);
+int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream,
+			    haccel__dptr o_lat, haccel__dptr q_lat,
+			    haccel__dptr q_pe, uint32_t T, uint32_t H,
+			    uint32_t dr, haccel__dptr sel, haccel__dptr n_sel,
+			    uint32_t topk, haccel__dptr bt_row,
+			    haccel__dptr region, haccel__dptr block_tables,
+			    uint32_t bt_stride, uint32_t page_tokens,
+			    float scale, haccel__dptr scratch);
+
+#endif /* HACCEL_GPU_OPS_H */

@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: MIT
+/* Host side of kernels/common.cu: launch shapes for the common ops. */
+#include "config.h"
+
+#include <errno.h>
+
+#include "gpu/ops.h"
+
+/* A grid-stride launch over n values. */
+static unsigned int grid_for(size_t n)
+{
+	size_t b = (n + 255) / 256;
+
+	return b < 1 ? 1 : b > 4096 ? 4096 : (unsigned int)b;
+}
+
+/* Threads per block for a row of D values. */
+static unsigned int row_threads(uint32_t D)
+{
+	unsigned int t = 32;
+
+	while (t < 1024 && t < D)
+		t <<= 1;
+	return t;
+}
+
+#define FN(name)                                              \
+	void *fn;                                             \
+	int ret = haccel__gpu_fn(g, name, &fn);               \
+	if (ret)                                              \
+		return ret
+
+int haccel__cuda_rmsnorm(struct haccel__gpu *g, void *stream, haccel__dptr y, haccel__dptr x,
+			 haccel__dptr w, uint32_t T, uint32_t D, float eps)
+{
+	FN("haccel_rmsnorm");
+	if (!T)
+		return 0;
+	return HACCEL__LAUNCH(g, fn, T, 1, 1, row_threads(D), 1, 1, 0, stream, &y, &x, &w, &D,
+			      &eps);
+}
+
+int haccel__cuda_layernorm(struct haccel__gpu *g, void *stream, haccel__dptr y, haccel__dptr x,
+			   haccel__dptr w, haccel__dptr b, uint32_t T, uint32_t D, float eps)
+{
+	FN("haccel_layernorm");
+	if (!T)
+		return 0;
+	return HACCEL__LAUNCH(g, fn, T, 1, 1, row_threads(D), 1, 1, 0, stream, &y, &x, &w, &b,
+			      &D, &eps);
+}
+
+int haccel__cuda_embed(struct haccel__gpu *g, void *stream, haccel__dptr y, haccel__dptr table,
+		       haccel__dptr tok, uint32_t T, uint32_t D)
+{
+	/* The vocabulary bound is not known here: callers check token ids
+	 * before they reach the device (haccel_model_step does). */
+	uint32_t V = UINT32_MAX;
+
+	FN("haccel_embed");
+	if (!T)
+		return 0;
+	return HACCEL__LAUNCH(g, fn, T, 1, 1, row_threads(D), 1, 1, 0, stream, &y, &table, &tok,
+			      &D, &V);
+}
+
+int haccel__cuda_swiglu(struct haccel__gpu *g, void *stream, haccel__dptr y, haccel__dptr gate,
+			haccel__dptr up, size_t n)
+{
+	uint64_t n64 = n;
+
+	FN("haccel_swiglu");
+	if (!n)
+		return 0;
+	return HACCEL__LAUNCH(g, fn, grid_for(n), 1, 1, 256, 1, 1, 0, stream, &y, &gate, &up,
+			      &n64);
+}
+
+int haccel__cuda_scale(struct haccel__gpu *g, void *stream, haccel__dptr y, haccel__dptr x,
+		       float s, size_t n)
+{
+	uint64_t n64 = n;
+
+	FN("haccel_scale");
+	if (!n)
+		return 0;
+	return HACCEL__LAUNCH(g, fn, grid_for(n), 1, 1, 256, 1, 1, 0, stream, &y, &x, &s, &n64);
+}
+
+int haccel__cuda_to_bf16(struct haccel__gpu *g, void *stream, haccel__dptr y, haccel__dptr x,
+			 size_t n)
+{
+	uint64_t n64 = n;
+
+	FN("haccel_to_bf16");
+	if (!n)
+		return 0;
+	return HACCEL__LAUNCH(g, fn, grid_for(n), 1, 1, 256, 1, 1, 0, stream, &y, &x, &n64);
+}
+
+int haccel__cuda_copy_rows(struct haccel__gpu *g, void *stream, haccel__dptr dst,
+			   uint32_t dst_ld, haccel__dptr src, uint32_t src_ld, uint32_t T,
+			   uint32_t n)
+{
+	FN("haccel_copy_rows");
+	if (!T || !n)
+		return 0;
+	return HACCEL__LAUNCH(g, fn, T, 1, 1, row_threads(n) > 256 ? 256 : row_threads(n), 1, 1,
+			      0, stream, &dst, &dst_ld, &src, &src_ld, &n);
+}
+
+int haccel__cuda_attn_res_mix(struct haccel__gpu *g, void *stream, haccel__dptr h,
+			      haccel__dptr src, uint32_t n_src, haccel__dptr query,
+			      haccel__dptr norm_w, uint32_t T, uint32_t D, float eps)
+{
+	FN("haccel_attn_res_mix");
+	if (n_src > 64)
+		return -EINVAL;
+	if (!T)
+		return 0;
+	return HACCEL__LAUNCH(g, fn, T, 1, 1, row_threads(D) > 256 ? 256 : row_threads(D), 1, 1,
+			      0, stream, &h, &src, &n_src, &query, &norm_w, &T, &D, &eps);
+}
+
+int haccel__cuda_argmax(struct haccel__gpu *g, void *stream, haccel__dptr out,
+			haccel__dptr logits, uint32_t R, uint32_t V)
+{
+	FN("haccel_argmax");
+	if (!R)
+		return 0;
+	return HACCEL__LAUNCH(g, fn, R, 1, 1, 1024, 1, 1, 0, stream, &out, &logits, &V);
+}

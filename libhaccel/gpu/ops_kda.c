@@ -1,0 +1,3 @@
+// SPDX-License-Identifier: MIT
+/* Placeholder: being written. */
+#include "config.h"
