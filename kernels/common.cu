@@ -42,14 +42,16 @@ HACCEL_K void haccel_layernorm(float *y, const float *x, const float *w, const f
 		yr[d] = (xr[d] - mean) * r * (w ? w[d] : 1.0f) + (b ? b[d] : 0.0f);
 }
 
-HACCEL_K void haccel_embed(float *y, const float *table, const int32_t *tok, uint32_t D,
+/* The table is bf16 (the stored embedding, shared with a tied lm_head). */
+HACCEL_K void haccel_embed(float *y, const uint16_t *table, const int32_t *tok, uint32_t D,
 			   uint32_t V)
 {
 	int32_t id = tok[blockIdx.x];
 	float *yr = y + (size_t)blockIdx.x * D;
 
 	for (uint32_t d = threadIdx.x; d < D; d += blockDim.x)
-		yr[d] = id >= 0 && (uint32_t)id < V ? table[(size_t)id * D + d] : 0.0f;
+		yr[d] = id >= 0 && (uint32_t)id < V ?
+				__uint_as_float((uint32_t)table[(size_t)id * D + d] << 16) : 0.0f;
 }
 
 HACCEL_K void haccel_swiglu(float *y, const float *gate, const float *up, uint64_t n)
@@ -97,9 +99,9 @@ HACCEL_K void haccel_copy_rows(float *dst, uint32_t dst_ld, const float *src, ui
  * (dot of the query with each rmsnormed source), softmax, weighted sum of
  * the raw sources. n_src <= 64.
  */
-HACCEL_K void haccel_attn_res_mix(float *h, const float *const *src, uint32_t n_src,
-				  const float *query, const float *norm_w, uint32_t T,
-				  uint32_t D, float eps)
+HACCEL_K void haccel_attn_res_mix(float *h, const float *src0, uint64_t src_stride,
+				  uint32_t n_src, const float *query, const float *norm_w,
+				  uint32_t T, uint32_t D, float eps)
 {
 	__shared__ float sh[32];
 	__shared__ float a[64];
@@ -108,7 +110,7 @@ HACCEL_K void haccel_attn_res_mix(float *h, const float *const *src, uint32_t n_
 
 	(void)T;
 	for (uint32_t i = 0; i < n_src; i++) {
-		const float *v = src[i] + t * D;
+		const float *v = src0 + i * src_stride + t * D;
 		float ss = 0.0f, dot = 0.0f;
 
 		for (uint32_t d = threadIdx.x; d < D; d += blockDim.x) {
@@ -130,9 +132,26 @@ HACCEL_K void haccel_attn_res_mix(float *h, const float *const *src, uint32_t n_
 		float acc = 0.0f;
 
 		for (uint32_t i = 0; i < n_src; i++)
-			acc += expf(a[i] - mx) / sum * src[i][t * D + d];
+			acc += expf(a[i] - mx) / sum * src0[i * src_stride + t * D + d];
 		h[t * D + d] = acc;
 	}
+}
+
+HACCEL_K void haccel_add(float *y, const float *a, const float *b, uint64_t n)
+{
+	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+	     i += (uint64_t)gridDim.x * blockDim.x)
+		y[i] = a[i] + b[i];
+}
+
+/* dst[r] = src[rows[r]], rows of D; grid (R). */
+HACCEL_K void haccel_gather_rows(float *dst, const float *src, const uint32_t *rows, uint32_t D)
+{
+	const float *s = src + (size_t)rows[blockIdx.x] * D;
+	float *d = dst + (size_t)blockIdx.x * D;
+
+	for (uint32_t i = threadIdx.x; i < D; i += blockDim.x)
+		d[i] = s[i];
 }
 
 /* Greedy sampling, one block per row: the largest value, ties to the
@@ -182,4 +201,49 @@ HACCEL_K void haccel_argmax(int32_t *out, const float *logits, uint32_t V)
 			}
 		out[blockIdx.x] = (int32_t)si[0];
 	}
+}
+
+/*
+ * Weight conversion at load: n values from src (0: f32, 1: bf16, 2: f16,
+ * read byte by byte, so any alignment works) to dst (0: f32, 1: bf16).
+ * f16 widens exactly; f32 -> bf16 rounds to nearest even (NaN kept).
+ */
+__device__ float load_any(const uint8_t *p, int type)
+{
+	if (type == 0)
+		return __uint_as_float((uint32_t)p[0] | (uint32_t)p[1] << 8 |
+				       (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+	uint16_t h = (uint16_t)(p[0] | p[1] << 8);
+	if (type == 1)
+		return __uint_as_float((uint32_t)h << 16);
+	return __half2float(__ushort_as_half(h));
+}
+
+HACCEL_K void haccel_convert(void *dst, int dst_type, const uint8_t *src, int src_type, uint64_t n)
+{
+	int sz = src_type == 0 ? 4 : 2;
+
+	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+	     i += (uint64_t)gridDim.x * blockDim.x) {
+		float v = load_any(src + i * sz, src_type);
+
+		if (dst_type == 0) {
+			((float *)dst)[i] = v;
+		} else {
+			uint32_t u = __float_as_uint(v);
+			((uint16_t *)dst)[i] = (u & 0x7fffffffu) > 0x7f800000u ?
+						       (uint16_t)((u >> 16) | 0x40) :
+						       (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+		}
+	}
+}
+
+/* dst[upd[1 + 2i]] = upd[2 + 2i] for i < upd[0]: the block-table entries a
+ * step changed (written by the host into the step's inputs). */
+HACCEL_K void haccel_scatter_u32(uint32_t *dst, const uint32_t *upd)
+{
+	uint32_t n = upd[0];
+
+	for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+		dst[upd[1 + 2 * i]] = upd[2 + 2 * i];
 }

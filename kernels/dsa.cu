@@ -1,2 +1,1295 @@
 // SPDX-License-Identifier: MIT
-/* DSA kernels (to come). */
+/*
+ * DSA kernels (DeepSeek sparse attention): rotary embedding, the Hadamard
+ * rotation, the KV and index-key cache writers, the fused lightning indexer
+ * with its top-k, and sparse MLA decode. Each mirrors its CPU op in
+ * libhaccel/model/cpu/dsa.c; docs/model.md, "CUDA kernels: DSA", states the
+ * decomposition and the tolerances, tests/gpu-dsa.c checks them.
+ *
+ * Cache records (kernels/haccel_format.h, docs/model.md "Formats"):
+ *  - index key, 132 bytes: 128 E4M3 codes, then 4 E8M0 exponents, one per
+ *    block of 32 codes;
+ *  - KV, 528 + 2 dr bytes: 512 E4M3 codes in 4 tiles of 128, 4 fp32 tile
+ *    scales (powers of two), dr bf16 rope values.
+ * Position p of a sequence lives in slot bt[p / page_tokens] * page_tokens
+ * + p % page_tokens of a region, bt the sequence's block-table row.
+ *
+ * The writers and the conversions (format.cuh) are bit-exact; the indexer
+ * and sparse MLA use fp16 tensor-core MMAs (m16n8k16, fp32 accumulators)
+ * on operands that hold the quantized values exactly, so they differ from
+ * the CPU by the order of the sums (and, for sparse MLA, by the fp16
+ * rounding of the queries and the probabilities).
+ */
+#include "format.cuh"
+#include "haccel_format.h"
+
+extern __shared__ __align__(16) uint8_t dsa_smem[];
+
+__device__ __forceinline__ uint32_t dsa_minu(uint32_t a, uint32_t b)
+{
+	return a < b ? a : b;
+}
+
+__device__ __forceinline__ int dsa_maxi(int a, int b)
+{
+	return a > b ? a : b;
+}
+
+__device__ __forceinline__ uint32_t dsa_ld32(const uint8_t *p)
+{
+	return *(const uint32_t *)p;
+}
+
+/* 2^e as fp32, saturating to 0 and inf outside the fp32 range. */
+__device__ __forceinline__ float dsa_pow2c(int e)
+{
+	if (e > 127)
+		return hac_u2f(0x7f800000u);
+	if (e < -149)
+		return 0.0f;
+	return hac_pow2f(e);
+}
+
+/* fp16 2^e (e <= 0) in both halves of a word: 0 below 2^-24. */
+__device__ __forceinline__ uint32_t dsa_h2pow2(int e)
+{
+	uint32_t h = e >= -14 ? (uint32_t)(e + 15) << 10 : e >= -24 ? 1u << (e + 24) : 0;
+
+	return h | h << 16;
+}
+
+/* a[i] for a runtime i without indexing a register array (that would put
+ * the array in local memory). */
+__device__ __forceinline__ int dsa_pick4(const int *a, uint32_t i)
+{
+	return i == 0 ? a[0] : i == 1 ? a[1] : i == 2 ? a[2] : a[3];
+}
+
+__device__ __forceinline__ int dsa_warp_max_i(int v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v = dsa_maxi(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+/* ------------------------------------------------------------------------ */
+/* PTX wrappers (sm_90)                                                     */
+
+__device__ __forceinline__ uint32_t dsa_saddr(const void *p)
+{
+	return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared past L1; n < 16 zero-fills the rest, and n = 0
+ * reads nothing. */
+__device__ __forceinline__ void dsa_cp16(void *dst, const void *src, uint32_t n)
+{
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+		     ::"r"(dsa_saddr(dst)), "l"(src), "r"(n) : "memory");
+}
+
+__device__ __forceinline__ void dsa_cp4(void *dst, const void *src, uint32_t n)
+{
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+		     ::"r"(dsa_saddr(dst)), "l"(src), "r"(n) : "memory");
+}
+
+__device__ __forceinline__ void dsa_cp_commit(void)
+{
+	asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+/* Wait until at most N of this thread's groups are in flight. */
+template <int N> __device__ __forceinline__ void dsa_cp_wait(void)
+{
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* Two E4M3 codes, the low byte first, to two fp16 (exact: every E4M3
+ * value is an fp16 normal). */
+__device__ __forceinline__ uint32_t dsa_e4m3x2(uint32_t v)
+{
+	uint32_t r;
+
+	asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(r) : "h"((uint16_t)v));
+	return r;
+}
+
+__device__ __forceinline__ uint32_t dsa_hmul2(uint32_t a, uint32_t b)
+{
+	uint32_t r;
+
+	asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
+	return r;
+}
+
+__device__ __forceinline__ uint16_t dsa_f2h(float x)
+{
+	uint16_t r;
+
+	asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
+	return r;
+}
+
+__device__ __forceinline__ float dsa_h2f(uint16_t h)
+{
+	float r;
+
+	asm("cvt.f32.f16 %0, %1;\n" : "=f"(r) : "h"(h));
+	return r;
+}
+
+/* d += a b for one m16n8k16 tile: a row-major 16x16, b 16x8, d fp32. */
+__device__ __forceinline__ void dsa_mma_f16(float *d, const uint32_t *a, const uint32_t *b)
+{
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+	    "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ void dsa_mma_bf16(float *d, const uint32_t *a, const uint32_t *b)
+{
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+	    "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ void dsa_ldsm4(uint32_t *r, const void *p)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(dsa_saddr(p)));
+}
+
+__device__ __forceinline__ void dsa_ldsm2(uint32_t *r, const void *p)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+		     : "=r"(r[0]), "=r"(r[1]) : "r"(dsa_saddr(p)));
+}
+
+__device__ __forceinline__ void dsa_ldsm4t(uint32_t *r, const void *p)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(dsa_saddr(p)));
+}
+
+/* end of PTX wrappers */
+
+/* ------------------------------------------------------------------------ */
+/* Rotary embedding                                                         */
+
+/*
+ * One block per token. The angles follow the CPU's fp32 steps (2i/dim one
+ * division, the power, the reciprocal, the product with the position): a
+ * one-ulp difference in inv_freq would turn into pos ulps of angle, so the
+ * power is taken in double and rounded once, which gives the correctly
+ * rounded powf that glibc returns. cos and sin are taken in double too;
+ * the rotation is not contracted into FMAs, as on the CPU.
+ */
+HACCEL_K void haccel_rope(float *x, uint32_t n_vec, uint64_t tok_stride, uint64_t vec_stride,
+			  uint32_t dim, const uint32_t *pos, float theta, int layout)
+{
+	float *cs = (float *)dsa_smem;
+	uint32_t half = dim / 2, t = blockIdx.x;
+	float *xt = x + t * tok_stride;
+
+	for (uint32_t i = threadIdx.x; i < half; i += blockDim.x) {
+		float ex = __fdiv_rn((float)(2 * i), (float)dim);
+		float inv = __fdiv_rn(1.0f, (float)pow((double)theta, (double)ex));
+		float ang = __fmul_rn((float)pos[t], inv);
+		double s, c;
+
+		sincos((double)ang, &s, &c);
+		cs[2 * i] = (float)c;
+		cs[2 * i + 1] = (float)s;
+	}
+	__syncthreads();
+	for (uint32_t k = threadIdx.x; k < n_vec * half; k += blockDim.x) {
+		uint32_t v = k / half, i = k - v * half;
+		uint32_t ia = layout ? 2 * i : i, ib = layout ? 2 * i + 1 : i + half;
+		float *xv = xt + v * vec_stride;
+		float a = xv[ia], b = xv[ib], c = cs[2 * i], s = cs[2 * i + 1];
+
+		xv[ia] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+		xv[ib] = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* Hadamard                                                                 */
+
+/*
+ * One warp per vector, lane l holding x[l], x[32 + l], x[64 + l], x[96 +
+ * l]: stages 1..16 pair lanes (shuffles), stages 32 and 64 pair registers.
+ * Each stage computes a + b and a - b from the same a and b as the CPU's
+ * butterfly, so the result is the same bits.
+ */
+HACCEL_K void haccel_hadamard128(float *x, uint32_t n)
+{
+	uint32_t lane = threadIdx.x & 31;
+	uint32_t v = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	float r[4], a, b;
+
+	if (v >= n)
+		return;
+	float *xv = x + (size_t)v * 128;
+	for (int k = 0; k < 4; k++)
+		r[k] = xv[32 * k + lane];
+	for (uint32_t h = 1; h < 32; h <<= 1)
+		for (int k = 0; k < 4; k++) {
+			float p = __shfl_xor_sync(0xffffffffu, r[k], h);
+
+			r[k] = lane & h ? __fsub_rn(p, r[k]) : __fadd_rn(r[k], p);
+		}
+	for (int k = 0; k < 4; k += 2) {
+		a = r[k], b = r[k + 1];
+		r[k] = __fadd_rn(a, b);
+		r[k + 1] = __fsub_rn(a, b);
+	}
+	for (int k = 0; k < 2; k++) {
+		a = r[k], b = r[k + 2];
+		r[k] = __fadd_rn(a, b);
+		r[k + 2] = __fsub_rn(a, b);
+	}
+	for (int k = 0; k < 4; k++)
+		xv[32 * k + lane] = __fmul_rn(r[k], 0x1.6a09e6p-4f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Cache writers                                                            */
+
+/*
+ * One block of 128 threads per token, warp w quantizing latent tile w (4
+ * values a lane): the tile's largest finite magnitude (a max, exact in any
+ * order), its exponent, the codes. Bytes are stored one at a time: a
+ * record of 528 + 2 dr bytes need not be 4-byte aligned.
+ */
+HACCEL_K void haccel_dsa_kv_write(uint8_t *region, const int64_t *slots, const float *latent,
+				  const float *k_pe, uint32_t dr)
+{
+	uint32_t t = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+	int64_t slot = slots[t];
+	float v[4], m = 0.0f;
+
+	if (slot < 0)
+		return;
+	uint8_t *rec = region + (size_t)slot * (528 + 2 * dr);
+	const float *x = latent + (size_t)t * HACCEL_KV_LATENT_DIM + w * 128 + 4 * lane;
+	for (int i = 0; i < 4; i++) {
+		v[i] = x[i];
+		m = fmaxf(m, hac_abs_finite(v[i]));
+	}
+	int e = hac_scale_exp(warp_max(m));
+	for (int i = 0; i < 4; i++)
+		rec[w * 128 + 4 * lane + i] = hac_fp8_scaled(v[i], e);
+	if (lane < 4)
+		rec[512 + 4 * w + lane] = (uint8_t)(hac_f2u(hac_pow2f(e)) >> (8 * lane));
+	for (uint32_t i = threadIdx.x; i < dr; i += blockDim.x) {
+		uint16_t h = hac_bf16_from_float(k_pe[(size_t)t * dr + i]);
+
+		rec[528 + 2 * i] = (uint8_t)h;
+		rec[528 + 2 * i + 1] = (uint8_t)(h >> 8);
+	}
+}
+
+/* One warp per token, 4 values a lane; an MX block is 8 lanes. */
+HACCEL_K void haccel_dsa_index_k_write(uint8_t *region, const int64_t *slots, const float *ik,
+				       uint32_t T)
+{
+	uint32_t lane = threadIdx.x & 31, t = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	float v[4], m = 0.0f;
+
+	if (t >= T || slots[t] < 0)
+		return;
+	uint8_t *rec = region + (size_t)slots[t] * HACCEL_INDEX_K_TOKEN_BYTES;
+	const float *x = ik + (size_t)t * HACCEL_INDEX_K_DIM + 4 * lane;
+	for (int i = 0; i < 4; i++) {
+		v[i] = x[i];
+		m = fmaxf(m, hac_abs_finite(v[i]));
+	}
+	for (int o = 1; o < 8; o <<= 1)
+		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+	int e = hac_scale_exp(m);
+	for (int i = 0; i < 4; i++)
+		rec[4 * lane + i] = hac_fp8_scaled(v[i], e);
+	if ((lane & 7) == 0)
+		rec[128 + lane / 8] = (uint8_t)(e + 127);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Top-k selection (block-wide)                                             */
+
+/*
+ * Scores become keys whose unsigned order is the selection order: NaN 0,
+ * below every number; -0 as +0 (they tie); negative numbers inverted so
+ * that larger is greater. Ties on the key go to the smaller position.
+ */
+__device__ __forceinline__ uint32_t dsa_score_key(float s)
+{
+	uint32_t u = hac_f2u(s);
+
+	if (s != s)
+		return 0;
+	if (s == 0.0f)
+		u = 0;
+	return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+struct dsa_sel_shared {
+	uint32_t digit, remain, done, last;
+	uint32_t cnt_gt[8], cnt_eq[8];
+	float zero_score;
+	uint32_t pad[3];
+};
+
+/*
+ * Where a selection reads and writes: keys of a chunk in shared memory
+ * (position pos0 + i) or (key, position) pairs in global memory (read
+ * through L2: other blocks wrote them); candidates out to global memory,
+ * or composite keys out to a shared sort buffer.
+ */
+struct dsa_sel_io {
+	const uint32_t *skey;
+	const uint2 *gcand;
+	uint32_t pos0;
+	uint2 *out_cand;
+	unsigned long long *out_sort;
+};
+
+__device__ __forceinline__ uint32_t dsa_sel_key(const struct dsa_sel_io &io, uint32_t i)
+{
+	return io.skey ? io.skey[i] : __ldcg(&io.gcand[i]).x;
+}
+
+__device__ __forceinline__ uint32_t dsa_sel_pos(const struct dsa_sel_io &io, uint32_t i)
+{
+	return io.skey ? io.pos0 + i : __ldcg(&io.gcand[i]).y;
+}
+
+/*
+ * The k best of N (key, position) entries, in position order when the
+ * input is: a radix select finds the k-th largest key thr (8 bits a pass,
+ * stopping early once a bin holds exactly the entries still wanted), then
+ * each warp takes a contiguous range and keeps every key above thr and the
+ * first `need` keys equal to it, counting with ballots so that the output
+ * keeps the input order. Every thread of the block calls it; the entries
+ * are in place for the caller after its next __syncthreads.
+ */
+__device__ __forceinline__ void dsa_select(struct dsa_sel_io io, uint32_t N, uint32_t k,
+			   uint32_t *hist, struct dsa_sel_shared *sh)
+{
+	uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nthr = blockDim.x;
+	uint32_t nwarp = nthr >> 5, prefix = 0, mask = 0, need = k;
+
+	if (k < N) {
+		for (int shift = 24; shift >= 0; shift -= 8) {
+			for (uint32_t i = tid; i < 256; i += nthr)
+				hist[i] = 0;
+			__syncthreads();
+			for (uint32_t base = 0; base < N; base += nthr) {
+				uint32_t i = base + tid, key = i < N ? dsa_sel_key(io, i) : 0;
+				bool ok = i < N && (key & mask) == prefix;
+				uint32_t digit = (key >> shift) & 255;
+				/* Scores crowd into few bins: one atomic per
+				 * group of equal digits. */
+				uint32_t peers = __match_any_sync(0xffffffffu, ok ? digit : 256u);
+
+				if (ok && lane == (uint32_t)__ffs(peers) - 1)
+					atomicAdd(&hist[digit], (uint32_t)__popc(peers));
+			}
+			__syncthreads();
+			if (warp == 0) {
+				uint32_t c[8], s = 0, incl, above;
+
+				for (int j = 0; j < 8; j++) {
+					c[j] = hist[8 * lane + j];
+					s += c[j];
+				}
+				incl = s;
+				for (int o = 1; o < 32; o <<= 1) {
+					uint32_t v = __shfl_down_sync(0xffffffffu, incl, o);
+
+					if (lane + o < 32)
+						incl += v;
+				}
+				above = incl - s;
+				if (above < need && need <= incl)
+					for (int j = 7; j >= 0; j--) {
+						if (need <= above + c[j]) {
+							sh->digit = 8 * lane + j;
+							sh->remain = need - above;
+							sh->done = c[j] == need - above;
+							break;
+						}
+						above += c[j];
+					}
+			}
+			__syncthreads();
+			prefix |= sh->digit << shift;
+			mask |= 255u << shift;
+			need = sh->remain;
+			if (sh->done)
+				break;
+		}
+	}
+
+	uint32_t R = ((N + nwarp - 1) / nwarp + 31) & ~31u;
+	uint32_t r0 = warp * R, r1 = dsa_minu(N, r0 + R), gt = 0, eq = 0;
+	uint32_t lt = (1u << lane) - 1;
+
+	for (uint32_t base = r0; base < r1; base += 32) {
+		uint32_t i = base + lane, key = i < r1 ? dsa_sel_key(io, i) & mask : 0;
+
+		gt += __popc(__ballot_sync(0xffffffffu, i < r1 && key > prefix));
+		eq += __popc(__ballot_sync(0xffffffffu, i < r1 && key == prefix));
+	}
+	if (lane == 0) {
+		sh->cnt_gt[warp] = gt;
+		sh->cnt_eq[warp] = eq;
+	}
+	__syncthreads();
+	uint32_t eq_before = 0, out = 0;
+	for (uint32_t w = 0; w < warp; w++) {
+		uint32_t e = sh->cnt_eq[w];
+
+		out += sh->cnt_gt[w] + (need > eq_before ? dsa_minu(e, need - eq_before) : 0);
+		eq_before += e;
+	}
+	for (uint32_t base = r0; base < r1; base += 32) {
+		uint32_t i = base + lane, key = i < r1 ? dsa_sel_key(io, i) : 0;
+		bool g = i < r1 && (key & mask) > prefix, e = i < r1 && (key & mask) == prefix;
+		uint32_t be = __ballot_sync(0xffffffffu, e);
+		bool s = g || (e && eq_before + __popc(be & lt) < need);
+		uint32_t bs = __ballot_sync(0xffffffffu, s);
+
+		if (s) {
+			uint32_t o = out + __popc(bs & lt), p = dsa_sel_pos(io, i);
+
+			if (io.out_cand)
+				io.out_cand[o] = make_uint2(key, p);
+			else
+				io.out_sort[o] = (unsigned long long)key << 32 | (0xffffffffu - p);
+		}
+		eq_before += __popc(be);
+		out += __popc(bs);
+	}
+}
+
+/*
+ * Sort the k composite keys in buf (score key, then the complement of the
+ * position: unique) descending with a bitonic network over the next power
+ * of two, padded with zeros (below every entry), and write the row of sel:
+ * positions best first, then -1.
+ */
+__device__ void dsa_sort_write(unsigned long long *buf, uint32_t k, int32_t *sel_row,
+			       uint32_t topk, uint32_t *n_sel_t)
+{
+	uint32_t tid = threadIdx.x, nthr = blockDim.x, P = 1;
+
+	while (P < k)
+		P <<= 1;
+	for (uint32_t i = k + tid; i < P; i += nthr)
+		buf[i] = 0;
+	__syncthreads();
+	for (uint32_t size = 2; size <= P; size <<= 1)
+		for (uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
+			for (uint32_t i = tid; i < P / 2; i += nthr) {
+				uint32_t lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
+				unsigned long long a = buf[lo], b = buf[hi];
+
+				/* Descending where lo & size is 0: the last
+				 * merge (size = P) sorts all of it so. */
+				if ((a < b) == !(lo & size)) {
+					buf[lo] = b;
+					buf[hi] = a;
+				}
+			}
+			__syncthreads();
+		}
+	for (uint32_t j = tid; j < topk; j += nthr)
+		sel_row[j] = j < k ? (int32_t)(0xffffffffu - (uint32_t)buf[j]) : -1;
+	if (tid == 0)
+		*n_sel_t = k;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Lightning indexer                                                        */
+
+#define DSA_IX_CHUNK 8192   /* positions a block scores (ops_dsa.c: IX_CHUNK) */
+#define DSA_IX_THREADS 128
+#define DSA_IX_WARPS 4
+#define DSA_IX_SLAB 32      /* positions a warp loads and scores at a time */
+#define DSA_IX_STAGES 3
+#define DSA_IX_REC HACCEL_INDEX_K_TOKEN_BYTES
+#define DSA_IX_SLAB_BYTES (DSA_IX_SLAB * DSA_IX_REC)
+
+/*
+ * The queries of token t, quantized as the CPU does (MXFP8: exponent per
+ * block of 32, codes) and laid out for the MMA's B operand. The k order of
+ * the MMA is permuted (the sum does not care, the same permutation applies
+ * to the keys): lane (g, c) of n-tile nt holds head 8 nt + g, dims [32 c,
+ * 32 c + 32), 8 fp16 per 16-byte chunk i, stored at qf[nt][i][lane] so a
+ * warp reads 512 contiguous bytes. Each value is its code times 2^(e_b -
+ * emax) (exact in fp16 unless that underflows); 2^emax goes into the head
+ * weight wq. Padding heads are zeros with weight 0.
+ */
+__device__ void dsa_ix_queries(uint4 *qf, float *wq, struct dsa_sel_shared *sh, const float *q,
+			       const float *w, uint32_t t, uint32_t IH, uint32_t NT)
+{
+	uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	uint16_t *qh = (uint16_t *)qf;
+
+	for (uint32_t h = warp; h < NT * 8; h += DSA_IX_WARPS) {
+		const float *qr = q + ((size_t)t * IH + h) * 128;
+		float x[4];
+		int e[4], emax = -127;
+
+#pragma unroll
+		for (int b = 0; b < 4; b++) {
+			x[b] = h < IH ? qr[32 * b + lane] : 0.0f;
+			e[b] = hac_scale_exp(warp_max(hac_abs_finite(x[b])));
+			emax = dsa_maxi(emax, e[b]);
+		}
+#pragma unroll
+		for (int b = 0; b < 4; b++) {
+			int rel = e[b] - emax;
+			float v = hac_fp8_to_float(hac_fp8_scaled(x[b], e[b])) *
+				  (rel >= -149 ? hac_pow2f(rel) : 0.0f);
+
+			qh[(((h >> 3) * 4 + (lane >> 3)) * 32 + (h & 7) * 4 + b) * 8 + (lane & 7)] =
+				dsa_f2h(v);
+		}
+		if (lane == 0)
+			wq[h] = h < IH ? w[(size_t)t * IH + h] * hac_pow2f(emax) : 0.0f;
+	}
+	/* The score of a key whose dots are all NaN (an E8M0 NaN scale):
+	 * sum_h w_h * 0, NaN when a weight is not finite. */
+	if (warp == 0) {
+		bool bad = false;
+
+		for (uint32_t h = lane; h < IH; h += 32)
+			bad |= hac_abs_finite(w[(size_t)t * IH + h]) == 0.0f &&
+			       w[(size_t)t * IH + h] != 0.0f;
+		bad = __any_sync(0xffffffffu, bad);
+		if (lane == 0)
+			sh->zero_score = bad ? hac_u2f(0x7fc00000u) : 0.0f;
+	}
+}
+
+/* The page of the positions lane loads in slab s (zero past the chunk). */
+__device__ __forceinline__ uint32_t dsa_ix_page(const uint32_t *bt, uint32_t pt, uint32_t c0,
+						uint32_t nc, uint32_t s, uint32_t vec16)
+{
+	uint32_t lane = threadIdx.x & 31, off = s * 128 + (threadIdx.x >> 5) * 32;
+	uint32_t r = vec16 ? 4 * lane : lane;
+
+	if (off >= nc || r >= nc - off || (vec16 && lane >= 8))
+		return 0;
+	return __ldg(&bt[(c0 + off + r) / pt]);
+}
+
+/*
+ * Start copying slab s of this warp (positions c0 + s * 128 + 32 warp ...,
+ * 32 records) into buf. With page_tokens % 4 == 0 four consecutive
+ * records from a multiple of 4 are 528 contiguous, 16-byte aligned bytes
+ * in one page: 16-byte copies, page ids from lanes 0..7. Otherwise 4-byte
+ * copies, a lane per record. Records past the chunk are zeros.
+ */
+__device__ __forceinline__ void dsa_ix_issue(uint8_t *buf, uint32_t pg, const uint8_t *region,
+					     uint32_t pt, uint32_t c0, uint32_t nc, uint32_t s,
+					     uint32_t vec16)
+{
+	uint32_t lane = threadIdx.x & 31, off = s * 128 + (threadIdx.x >> 5) * 32;
+	uint32_t count = off < nc ? dsa_minu(32, nc - off) : 0;
+
+	if (!count)
+		return;
+	if (vec16) {
+		for (uint32_t it = 0; it < 9; it++) {
+			uint32_t f = it * 32 + lane, gi = dsa_minu(f / 33, 7), ch = f - gi * 33;
+			uint32_t page = __shfl_sync(0xffffffffu, pg, gi);
+			bool ok = gi * 4 < count;
+			uint32_t p = c0 + off + gi * 4;
+
+			const uint8_t *src = region + ((size_t)page * pt + p % pt) * DSA_IX_REC;
+
+			if (f < 8 * 33)
+				dsa_cp16(buf + gi * 528 + ch * 16, ok ? src + ch * 16 : region,
+					 ok ? 16 : 0);
+		}
+	} else {
+		bool ok = lane < count;
+		uint32_t p = c0 + off + lane;
+		const uint8_t *src = ok ? region + ((size_t)pg * pt + p % pt) * DSA_IX_REC : region;
+
+		for (uint32_t i = 0; i < DSA_IX_REC / 4; i++)
+			dsa_cp4(buf + lane * DSA_IX_REC + 4 * i, ok ? src + 4 * i : region,
+				ok ? 4 : 0);
+	}
+}
+
+/*
+ * Score the 32 records of a slab: two m-tiles of 16 positions against
+ * every n-tile of 8 heads, k = 128 in 8 steps of 16. Lane (g, c) builds its
+ * A fragments from bytes [32 c, 32 c + 32) of rows g and g + 8 (one MX
+ * block, so one scale: its codes times 2^(e_c - emax_row), exact in fp16
+ * unless that underflows; 2^emax_row is applied to the head sum). Word kt
+ * of the lane's bytes feeds k-step kt: its low two codes are the A
+ * elements (k = 2c, 2c + 1), its high two (k = 2c + 8, 2c + 9), the order
+ * dsa_ix_queries gave the queries. relu commutes with the positive
+ * power-of-two factors, so score = 2^emax_row * sum_h wq_h relu(acc_h).
+ */
+__device__ __forceinline__ void dsa_ix_slab(const uint8_t *buf, const uint4 *qf, const float *wq,
+					    uint32_t NT, uint32_t *keys, uint32_t base,
+					    uint32_t count, float zero_score)
+{
+	uint32_t lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+	uint32_t a[2][8][4];
+	float fk[2][2], sc[2][2] = { { 0.0f, 0.0f }, { 0.0f, 0.0f } };
+	bool nanrow[2][2];
+
+#pragma unroll
+	for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+		for (int hh = 0; hh < 2; hh++) {
+			uint32_t r = mt * 16 + g + 8 * hh;
+			const uint32_t *row = (const uint32_t *)(buf + r * DSA_IX_REC);
+			uint32_t sw = row[32];
+			int emax = dsa_maxi(dsa_maxi(sw & 255, (sw >> 8) & 255),
+					    dsa_maxi((sw >> 16) & 255, sw >> 24));
+			uint32_t f = dsa_h2pow2((int)((sw >> (8 * c)) & 255) - emax);
+
+			nanrow[mt][hh] = emax == 255;
+			fk[mt][hh] = hac_pow2f((emax == 255 ? 254 : emax) - 127);
+#pragma unroll
+			for (int kt = 0; kt < 8; kt++) {
+				uint32_t v = row[8 * c + kt];
+
+				a[mt][kt][hh] = dsa_hmul2(dsa_e4m3x2(v & 0xffff), f);
+				a[mt][kt][2 + hh] = dsa_hmul2(dsa_e4m3x2(v >> 16), f);
+			}
+		}
+	for (uint32_t nt = 0; nt < NT; nt++) {
+		const uint4 *qv = qf + nt * 128 + lane;
+		uint32_t b[8][2];
+		float w0 = wq[nt * 8 + 2 * c], w1 = wq[nt * 8 + 2 * c + 1];
+
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			uint4 u = qv[32 * i];
+
+			b[2 * i][0] = u.x;
+			b[2 * i][1] = u.y;
+			b[2 * i + 1][0] = u.z;
+			b[2 * i + 1][1] = u.w;
+		}
+#pragma unroll
+		for (int mt = 0; mt < 2; mt++) {
+			/* Two accumulators: two dependency chains. */
+			float ev[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+			float od[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+
+#pragma unroll
+			for (int kt = 0; kt < 8; kt += 2) {
+				dsa_mma_f16(ev, a[mt][kt], b[kt]);
+				dsa_mma_f16(od, a[mt][kt + 1], b[kt + 1]);
+			}
+			sc[mt][0] = fmaf(w0, fmaxf(ev[0] + od[0], 0.0f), sc[mt][0]);
+			sc[mt][0] = fmaf(w1, fmaxf(ev[1] + od[1], 0.0f), sc[mt][0]);
+			sc[mt][1] = fmaf(w0, fmaxf(ev[2] + od[2], 0.0f), sc[mt][1]);
+			sc[mt][1] = fmaf(w1, fmaxf(ev[3] + od[3], 0.0f), sc[mt][1]);
+		}
+	}
+#pragma unroll
+	for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+		for (int hh = 0; hh < 2; hh++) {
+			float s = sc[mt][hh];
+
+			s += __shfl_xor_sync(0xffffffffu, s, 1);
+			s += __shfl_xor_sync(0xffffffffu, s, 2);
+			uint32_t r = mt * 16 + g + 8 * hh;
+			if (c == 0 && r < count)
+				keys[base + r] = dsa_score_key(nanrow[mt][hh] ? zero_score :
+								s * fk[mt][hh]);
+		}
+}
+
+/*
+ * Each warp streams its own slabs through a ring of DSA_IX_STAGES buffers
+ * (cp.async, two slabs in flight while one is scored), so only warp
+ * barriers are needed until the chunk is done. The page ids of the next
+ * slab to issue are loaded one slab ahead.
+ */
+__device__ void dsa_ix_scores(uint8_t *ring, const uint4 *qf, const float *wq, uint32_t NT,
+			      uint32_t *keys, const uint8_t *region, const uint32_t *bt,
+			      uint32_t pt, uint32_t c0, uint32_t nc, uint32_t vec16,
+			      float zero_score)
+{
+	uint32_t warp = threadIdx.x >> 5, nslab = (nc + 127) / 128;
+	uint32_t pg;
+
+	for (uint32_t s = 0; s < DSA_IX_STAGES - 1; s++) {
+		pg = dsa_ix_page(bt, pt, c0, nc, s, vec16);
+		dsa_ix_issue(ring + s * DSA_IX_SLAB_BYTES, pg, region, pt, c0, nc, s, vec16);
+		dsa_cp_commit();
+	}
+	pg = dsa_ix_page(bt, pt, c0, nc, DSA_IX_STAGES - 1, vec16);
+	for (uint32_t s = 0; s < nslab; s++) {
+		uint32_t nx = s + DSA_IX_STAGES - 1, off = s * 128 + warp * 32;
+
+		/* Everyone is done with the buffer slab nx overwrites. */
+		__syncwarp();
+		dsa_ix_issue(ring + (nx % DSA_IX_STAGES) * DSA_IX_SLAB_BYTES, pg, region, pt, c0,
+			     nc, nx, vec16);
+		dsa_cp_commit();
+		pg = dsa_ix_page(bt, pt, c0, nc, nx + 1, vec16);
+		dsa_cp_wait<DSA_IX_STAGES - 1>();
+		__syncwarp();
+		if (off < nc)
+			dsa_ix_slab(ring + (s % DSA_IX_STAGES) * DSA_IX_SLAB_BYTES, qf, wq, NT,
+				    keys, off, dsa_minu(32, nc - off), zero_score);
+	}
+	dsa_cp_wait<0>();
+}
+
+/*
+ * Select from the scored chunk `chunk` of token t (keys in shared memory,
+ * n positions in all): the best min(topk, count) of the chunk, in position
+ * order, as (key, position) candidates in scratch; the global top-k is
+ * inside the union of the chunks' top-ks. The block that finishes a token
+ * last (a fence, then a counter the host zeroes before the launch) selects
+ * from all of the token's candidates, sorts and writes sel and n_sel. A
+ * token with one chunk goes straight from its keys.
+ */
+__device__ __forceinline__ void dsa_ix_select(uint32_t *keys, unsigned long long *sortbuf,
+					      uint32_t *hist, struct dsa_sel_shared *sh,
+					      uint32_t t, uint32_t chunk, uint32_t n, uint32_t topk,
+					      uint32_t n_chunks, uint32_t *counters, uint2 *cand,
+					      int32_t *sel, uint32_t *n_sel)
+{
+	uint32_t nch = (n + DSA_IX_CHUNK - 1) / DSA_IX_CHUNK, c0 = chunk * DSA_IX_CHUNK;
+	uint32_t nc = dsa_minu(DSA_IX_CHUNK, n - c0), k = dsa_minu(topk, n);
+	uint32_t cc = dsa_minu(topk, DSA_IX_CHUNK);
+	struct dsa_sel_io io = { keys, NULL, c0, NULL, NULL };
+
+	if (nch == 1) {
+		io.out_sort = sortbuf;
+		dsa_select(io, nc, k, hist, sh);
+		dsa_sort_write(sortbuf, k, sel + (size_t)t * topk, topk, n_sel + t);
+		return;
+	}
+	io.out_cand = cand + ((size_t)t * n_chunks + chunk) * cc;
+	dsa_select(io, nc, dsa_minu(topk, nc), hist, sh);
+	/* Publish the candidates before counting this block in. */
+	__threadfence();
+	__syncthreads();
+	if (threadIdx.x == 0)
+		sh->last = atomicAdd(&counters[t], 1) == nch - 1;
+	__syncthreads();
+	if (!sh->last)
+		return;
+	__threadfence();
+	io.skey = NULL;
+	io.gcand = cand + (size_t)t * n_chunks * cc;
+	io.out_cand = NULL;
+	io.out_sort = sortbuf;
+	/* Every chunk but the last is full, so its cc candidates are
+	 * followed directly by the next chunk's. */
+	dsa_select(io, (nch - 1) * cc + dsa_minu(topk, n - (nch - 1) * DSA_IX_CHUNK), k, hist, sh);
+	dsa_sort_write(sortbuf, k, sel + (size_t)t * topk, topk, n_sel + t);
+}
+
+/*
+ * Grid (T, chunks): block (t, i) scores positions [8192 i, 8192 (i + 1))
+ * of token t that are <= pos[t] (a position past max_pos is not scored:
+ * scratch has room for max_pos + 1), then dsa_ix_select.
+ *
+ * Shared memory (ops_dsa.c computes the same size): keys[8192], the query
+ * fragments (NT * 2048 bytes), wq[8 NT], the slab rings (4 warps x 3 x
+ * 4224 bytes, reused as the sort buffer), hist[256], dsa_sel_shared.
+ */
+HACCEL_K void __launch_bounds__(DSA_IX_THREADS, 2)
+haccel_dsa_indexer(int32_t *sel, uint32_t *n_sel, const float *q, const float *w, uint32_t IH,
+		   uint32_t NT, const uint32_t *pos, const uint32_t *bt_row, const uint8_t *region,
+		   const uint32_t *block_tables, uint32_t bt_stride, uint32_t pt, uint32_t topk,
+		   uint32_t max_pos, uint32_t n_chunks, uint32_t vec16, uint32_t *counters,
+		   uint2 *cand)
+{
+	uint32_t t = blockIdx.x, chunk = blockIdx.y;
+	uint32_t n = dsa_minu(pos[t], max_pos) + 1, c0 = chunk * DSA_IX_CHUNK;
+
+	if (c0 >= n)
+		return;
+	uint32_t *keys = (uint32_t *)dsa_smem;
+	uint4 *qf = (uint4 *)(dsa_smem + DSA_IX_CHUNK * 4);
+	float *wq = (float *)((uint8_t *)qf + NT * 2048);
+	uint8_t *rings = (uint8_t *)(wq + NT * 8);
+	uint32_t *hist = (uint32_t *)(rings + DSA_IX_WARPS * DSA_IX_STAGES * DSA_IX_SLAB_BYTES);
+	struct dsa_sel_shared *sh = (struct dsa_sel_shared *)(hist + 256);
+	const uint32_t *bt = block_tables + (size_t)bt_row[t] * bt_stride;
+
+	dsa_ix_queries(qf, wq, sh, q, w, t, IH, NT);
+	__syncthreads();
+	dsa_ix_scores(rings + (threadIdx.x >> 5) * DSA_IX_STAGES * DSA_IX_SLAB_BYTES, qf, wq, NT,
+		      keys, region, bt, pt, c0, dsa_minu(DSA_IX_CHUNK, n - c0), vec16,
+		      sh->zero_score);
+	__syncthreads();
+	dsa_ix_select(keys, (unsigned long long *)rings, hist, sh, t, chunk, n, topk, n_chunks,
+		      counters, cand, sel, n_sel);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sparse MLA                                                               */
+
+#define DSA_MLA_L 64            /* records a tile */
+#define DSA_MLA_THREADS 256
+#define DSA_MLA_SROW 72         /* floats a row of S (padded: fewer bank conflicts) */
+
+/* The exponent of a tile scale as the writers store it (2^e, e in
+ * [-127, 127]; 2^-127 is the subnormal 0x00400000). */
+__device__ __forceinline__ int dsa_scale_bits_exp(uint32_t bits)
+{
+	return bits & 0x7f800000u ? (int)((bits >> 23) & 0xff) - 127 : -127;
+}
+
+/* Swizzled 16-byte chunk of a row: rows of a tile 8 apart no longer share
+ * banks, so ldmatrix reads 8 rows without conflicts. */
+__device__ __forceinline__ uint32_t dsa_swz(uint32_t row, uint32_t chunk)
+{
+	return (chunk ^ (row & 7)) * 16;
+}
+
+/*
+ * Start copying bytes [b0, b0 + nb) of tile records [j0, j0 + 64) of the
+ * split into dst, nb bytes a record (records >= nrec zero-filled).
+ */
+__device__ __forceinline__ void dsa_mla_issue(uint8_t *dst, const uint32_t *slots, uint32_t j0,
+					      uint32_t nrec, const uint8_t *region, uint32_t rec,
+					      uint32_t b0, uint32_t nb)
+{
+	uint32_t nch = nb / 16;
+
+	for (uint32_t u = threadIdx.x; u < DSA_MLA_L * nch; u += DSA_MLA_THREADS) {
+		uint32_t j = u / nch, ch = u - j * nch;
+		bool ok = j0 + j < nrec;
+
+		dsa_cp16(dst + j * nb + ch * 16,
+			 ok ? region + (size_t)slots[j0 + j] * rec + b0 + ch * 16 : region,
+			 ok ? 16 : 0);
+	}
+}
+
+/*
+ * Block (head group, split, token), 8 warps, HG = 16 NMT heads. The split's
+ * selected records go through shared memory 64 at a time, with an online
+ * softmax across tiles (flash decoding). A record is copied in two parts:
+ * its latent codes into lat (one buffer: dead once converted, so the next
+ * tile's codes load while this one's scores and values are computed), its
+ * scales and rope into aux (two buffers: read until the scores are done).
+ *
+ * Operands, exact or rounded once: the latent codes to fp16 times
+ * 2^(e - Eref_tau), Eref_tau the largest scale exponent of latent tile tau
+ * seen so far (the accumulators are rescaled when it grows); q_lat per
+ * head times 2^kq (largest magnitude just below 2^15) as fp16 hi + lo, so
+ * the logits keep about 22 bits; q_pe as bf16 hi + lo against the bf16
+ * rope bytes; probabilities to fp16 (l sums the rounded values, so O / l
+ * weights are consistent).
+ *
+ * Per tile: (1) largest scale exponent per latent tile, (2) latent to fp16
+ * vh[64][512] (swizzled), (3) S = q . c: warp (mt = w % NMT, n-tiles
+ * NMT (w / NMT) ...), A = queries by ldmatrix, B = vh by ldmatrix, one
+ * accumulator per latent tile (their factors differ), rope in bf16 from
+ * aux; (4) softmax, a warp per head row: running max m, sum l, factor
+ * alpha, P in fp16; (5) O += P vh: warp (mt = w % NMT, dims [64 NMT (w /
+ * NMT), +64 NMT)), B by ldmatrix.trans, accumulators rescaled by alpha and
+ * the Eref step. Partial (m, l, O) go to scratch for haccel_dsa_mla_combine,
+ * or with one split O / l straight to o_lat.
+ *
+ * Shared memory (ops_dsa.c computes the same size): lat[64][512],
+ * aux[2][64][16 + 2 dr], vh[64][1024 bytes], q hi/lo [2][HG][1024 bytes],
+ * q_pe hi/lo [2][HG][128 bytes], S[HG][72], P[HG][128 bytes], the split's
+ * slots, m/l/alpha/kq per head, 8 warp maxima.
+ */
+template <int NMT>
+__device__ __forceinline__ void dsa_mla(float *o_lat, float *part, const float *q_lat,
+					const float *q_pe, uint32_t H, uint32_t dr,
+					const int32_t *sel, const uint32_t *n_sel, uint32_t topk,
+					const uint32_t *bt_row, const uint8_t *region,
+					const uint32_t *block_tables, uint32_t bt_stride,
+					uint32_t pt, float scale, uint32_t n_split, uint32_t tps,
+					uint32_t n_hg)
+{
+	const uint32_t HG = 16 * NMT, ND = 8 * NMT;
+	uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+	uint32_t hg = blockIdx.x % n_hg, split = blockIdx.x / n_hg % n_split;
+	uint32_t t = blockIdx.x / n_hg / n_split, h0 = hg * HG;
+	uint32_t rec = 528 + 2 * dr, ax = 16 + 2 * dr;
+	uint32_t n = dsa_minu(n_sel[t], topk), j0 = split * tps * DSA_MLA_L;
+	uint32_t nrec = j0 < n ? dsa_minu(n - j0, tps * DSA_MLA_L) : 0;
+	uint32_t ntile = (nrec + DSA_MLA_L - 1) / DSA_MLA_L;
+	const uint32_t *bt = block_tables + (size_t)bt_row[t] * bt_stride;
+
+	uint8_t *lat = dsa_smem;
+	uint8_t *aux = lat + DSA_MLA_L * 512;
+	uint8_t *vh = aux + 2 * DSA_MLA_L * ax;
+	uint8_t *qh = vh + DSA_MLA_L * 1024;            /* [hi, lo][HG][1024 bytes] */
+	uint8_t *qpe = qh + 2 * HG * 1024;              /* [hi, lo][HG][128 bytes] */
+	float *S = (float *)(qpe + 2 * HG * 128);
+	uint8_t *P = (uint8_t *)(S + HG * DSA_MLA_SROW);
+	uint32_t *slots = (uint32_t *)(P + HG * 128);
+	float *m_run = (float *)(slots + tps * DSA_MLA_L);
+	float *l_run = m_run + HG, *alpha = l_run + HG;
+	int *kq = (int *)(alpha + HG);
+	int *emax_w = kq + HG;
+
+	for (uint32_t j = tid; j < nrec; j += DSA_MLA_THREADS) {
+		int32_t p = sel[(size_t)t * topk + j0 + j];
+		uint32_t up = p < 0 ? 0 : (uint32_t)p;
+
+		slots[j] = __ldg(&bt[up / pt]) * pt + up % pt;
+	}
+	__syncthreads();
+	if (ntile) {
+		dsa_mla_issue(aux, slots, 0, nrec, region, rec, 512, ax);
+		dsa_mla_issue(lat, slots, 0, nrec, region, rec, 0, 512);
+	}
+	dsa_cp_commit();
+
+	/* Queries, while the first tile loads: a warp per head. */
+	for (uint32_t r = warp; r < HG; r += 8) {
+		uint32_t h = h0 + r;
+		const float *ql = q_lat + ((size_t)t * H + h) * 512;
+		const float *qp = q_pe + ((size_t)t * H + h) * dr;
+		float v[16], mx = 0.0f;
+
+#pragma unroll
+		for (int i = 0; i < 16; i++) {
+			v[i] = h < H ? ql[32 * i + lane] : 0.0f;
+			mx = fmaxf(mx, hac_abs_finite(v[i]));
+		}
+		uint32_t ab = hac_f2u(warp_max(mx));
+		/* frexp exponent x of the largest magnitude: scale by
+		 * 2^(15 - x), kept in the normal range. */
+		int k = ab ? 15 - ((int)(ab >> 23) - 126) : 0;
+		k = k > 126 ? 126 : k < -126 ? -126 : k;
+		float f = hac_pow2f(k);
+		uint16_t *qhi = (uint16_t *)(qh + r * 1024);
+		uint16_t *qlo = (uint16_t *)(qh + (HG + r) * 1024);
+#pragma unroll
+		for (int i = 0; i < 16; i++) {
+			uint32_t d = 32 * i + lane, o = (dsa_swz(r, d >> 3) >> 1) + (d & 7);
+			float x = v[i] * f;
+			uint16_t hi = dsa_f2h(x);
+
+			qhi[o] = hi;
+			qlo[o] = dsa_f2h(x - dsa_h2f(hi));
+		}
+		for (uint32_t d = lane; d < 64; d += 32) {
+			float x = h < H && d < dr ? qp[d] : 0.0f;
+			uint16_t hi = hac_bf16_from_float(x);
+			uint16_t lo = hac_bf16_from_float(x - hac_bf16_to_float(hi));
+			uint32_t o = (dsa_swz(r, d >> 3) >> 1) + (d & 7);
+
+			((uint16_t *)(qpe + r * 128))[o] = hi;
+			((uint16_t *)(qpe + (HG + r) * 128))[o] = lo;
+		}
+		if (lane == 0) {
+			kq[r] = k;
+			m_run[r] = -INFINITY;
+			l_run[r] = 0.0f;
+		}
+	}
+
+	uint32_t mt_o = warp % NMT, d0w = warp / NMT * 64 * NMT, tau_w = d0w / 128;
+	float o[ND][4];
+	int eref[4] = { -1000, -1000, -1000, -1000 };
+
+#pragma unroll
+	for (uint32_t n2 = 0; n2 < ND; n2++)
+		o[n2][0] = o[n2][1] = o[n2][2] = o[n2][3] = 0.0f;
+	for (uint32_t it = 0; it < ntile; it++) {
+		const uint8_t *at = aux + (it & 1) * DSA_MLA_L * ax;
+		uint32_t nh = dsa_minu(DSA_MLA_L, nrec - it * DSA_MLA_L);
+		int enew[4];
+
+		/* This tile's copies are in (and, the first time, the
+		 * queries written); the other aux buffer was last read
+		 * before the previous iteration's barriers. */
+		dsa_cp_wait<0>();
+		__syncthreads();
+		if (it + 1 < ntile)
+			dsa_mla_issue(aux + ((it + 1) & 1) * DSA_MLA_L * ax, slots,
+				      (it + 1) * DSA_MLA_L, nrec, region, rec, 512, ax);
+		dsa_cp_commit();
+
+		/* (1) thread (tau = tid / 64, record tid % 64) */
+		{
+			uint32_t j = tid & 63, tau = tid >> 6;
+			int e = dsa_scale_bits_exp(dsa_ld32(at + j * ax + 4 * tau));
+
+			e = dsa_warp_max_i(j < nh ? e : -1000);
+			if (lane == 0)
+				emax_w[warp] = e;
+		}
+		__syncthreads();
+#pragma unroll
+		for (int tau = 0; tau < 4; tau++)
+			enew[tau] = dsa_maxi(eref[tau],
+					     dsa_maxi(emax_w[2 * tau], emax_w[2 * tau + 1]));
+
+		/* (2) 16 codes a step: record u / 32, 16-byte chunk u % 32 */
+		for (uint32_t u = tid; u < DSA_MLA_L * 32; u += DSA_MLA_THREADS) {
+			uint32_t j = u >> 5, ch = u & 31, tau = ch >> 3;
+			uint32_t hv[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
+
+			if (j < nh) {
+				uint4 cv = *(const uint4 *)(lat + j * 512 + ch * 16);
+				int e = dsa_scale_bits_exp(dsa_ld32(at + j * ax + 4 * tau));
+				uint32_t f = dsa_h2pow2(e - dsa_pick4(enew, tau));
+				uint32_t w4[4] = { cv.x, cv.y, cv.z, cv.w };
+
+#pragma unroll
+				for (int i = 0; i < 4; i++) {
+					hv[2 * i] = dsa_hmul2(dsa_e4m3x2(w4[i] & 0xffff), f);
+					hv[2 * i + 1] = dsa_hmul2(dsa_e4m3x2(w4[i] >> 16), f);
+				}
+			}
+			*(uint4 *)(vh + j * 1024 + dsa_swz(j, 2 * ch)) =
+				make_uint4(hv[0], hv[1], hv[2], hv[3]);
+			*(uint4 *)(vh + j * 1024 + dsa_swz(j, 2 * ch + 1)) =
+				make_uint4(hv[4], hv[5], hv[6], hv[7]);
+		}
+		__syncthreads();
+		/* lat is converted: the next tile's codes may come in. */
+		if (it + 1 < ntile)
+			dsa_mla_issue(lat, slots, (it + 1) * DSA_MLA_L, nrec, region, rec, 0, 512);
+		dsa_cp_commit();
+
+		/* (3) S = (q_lat . c + q_pe . kpe) * scale */
+		{
+			uint32_t mt = warp % NMT, nt0 = warp / NMT * NMT;
+			uint32_t row = mt * 16 + (lane & 15);
+			float al[NMT][4][4], ar[NMT][4];
+
+#pragma unroll
+			for (int u = 0; u < NMT; u++)
+#pragma unroll
+				for (int i = 0; i < 4; i++) {
+					ar[u][i] = 0.0f;
+#pragma unroll
+					for (int tau = 0; tau < 4; tau++)
+						al[u][tau][i] = 0.0f;
+				}
+#pragma unroll
+			for (int tau = 0; tau < 4; tau++)
+#pragma unroll
+				for (uint32_t kt = 8 * tau; kt < 8 * tau + 8; kt++) {
+					uint32_t ahi[4], alo[4];
+					uint32_t ch = dsa_swz(row, 2 * kt + (lane >> 4));
+
+					dsa_ldsm4(ahi, qh + row * 1024 + ch);
+					dsa_ldsm4(alo, qh + (HG + row) * 1024 + ch);
+#pragma unroll
+					for (int u = 0; u < NMT; u++) {
+						uint32_t b[2], j = (nt0 + u) * 8 + (lane & 7);
+						uint32_t cb = 2 * kt + ((lane >> 3) & 1);
+
+						dsa_ldsm2(b, vh + j * 1024 + dsa_swz(j, cb));
+						dsa_mma_f16(al[u][tau], ahi, b);
+						dsa_mma_f16(al[u][tau], alo, b);
+					}
+				}
+			for (uint32_t kt = 0; kt < dr / 16; kt++) {
+				uint32_t ahi[4], alo[4], ch = dsa_swz(row, 2 * kt + (lane >> 4));
+
+				dsa_ldsm4(ahi, qpe + row * 128 + ch);
+				dsa_ldsm4(alo, qpe + (HG + row) * 128 + ch);
+#pragma unroll
+				for (int u = 0; u < NMT; u++) {
+					const uint8_t *rp = at + ((nt0 + u) * 8 + g) * ax + 16 +
+							    (kt * 16 + 2 * c) * 2;
+					uint32_t b[2] = { dsa_ld32(rp), dsa_ld32(rp + 16) };
+
+					dsa_mma_bf16(ar[u], ahi, b);
+					dsa_mma_bf16(ar[u], alo, b);
+				}
+			}
+#pragma unroll
+			for (int hh = 0; hh < 2; hh++) {
+				uint32_t r = mt * 16 + g + 8 * hh;
+				float f[4];
+
+#pragma unroll
+				for (int tau = 0; tau < 4; tau++)
+					f[tau] = dsa_pow2c(enew[tau] - kq[r]);
+#pragma unroll
+				for (int u = 0; u < NMT; u++)
+#pragma unroll
+					for (int e = 0; e < 2; e++) {
+						int i = 2 * hh + e;
+						float sl = al[u][0][i] * f[0] + al[u][1][i] * f[1] +
+							   al[u][2][i] * f[2] + al[u][3][i] * f[3];
+
+						S[r * DSA_MLA_SROW + (nt0 + u) * 8 + 2 * c + e] =
+							(sl + ar[u][i]) * scale;
+					}
+			}
+		}
+		__syncthreads();
+
+		/* (4) a warp per head row, two records a lane */
+		for (uint32_t r = warp; r < HG; r += 8) {
+			bool v0 = lane < nh, v1 = lane + 32 < nh;
+			float s0 = v0 ? S[r * DSA_MLA_SROW + lane] : -INFINITY;
+			float s1 = v1 ? S[r * DSA_MLA_SROW + lane + 32] : -INFINITY;
+			/* fmaxf skips NaN scores, as the CPU's max does; the
+			 * NaN still reaches l and O through exp. */
+			float mo = m_run[r], mn = fmaxf(mo, warp_max(fmaxf(s0, s1)));
+			uint16_t p0 = dsa_f2h(v0 ? expf(s0 - mn) : 0.0f);
+			uint16_t p1 = dsa_f2h(v1 ? expf(s1 - mn) : 0.0f);
+			uint16_t *prow = (uint16_t *)(P + r * 128);
+			float ps = warp_sum(dsa_h2f(p0) + dsa_h2f(p1));
+
+			prow[(dsa_swz(r, lane >> 3) >> 1) + (lane & 7)] = p0;
+			prow[(dsa_swz(r, (lane + 32) >> 3) >> 1) + (lane & 7)] = p1;
+			if (lane == 0) {
+				float a = expf(mo - mn);
+
+				alpha[r] = a;
+				l_run[r] = l_run[r] * a + ps;
+				m_run[r] = mn;
+			}
+		}
+		__syncthreads();
+
+		/* (5) O = O * alpha * 2^(Eref - Enew) + P vh */
+		{
+			float rs = dsa_pow2c(dsa_pick4(eref, tau_w) - dsa_pick4(enew, tau_w));
+			float r0 = alpha[mt_o * 16 + g] * rs, r1 = alpha[mt_o * 16 + g + 8] * rs;
+			uint32_t row = mt_o * 16 + (lane & 15);
+
+#pragma unroll
+			for (uint32_t n2 = 0; n2 < ND; n2++) {
+				o[n2][0] *= r0;
+				o[n2][1] *= r0;
+				o[n2][2] *= r1;
+				o[n2][3] *= r1;
+			}
+#pragma unroll
+			for (uint32_t kt = 0; kt < 4; kt++) {
+				uint32_t a[4], j = kt * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
+
+				dsa_ldsm4(a, P + row * 128 + dsa_swz(row, 2 * kt + (lane >> 4)));
+#pragma unroll
+				for (uint32_t n2 = 0; n2 < ND; n2 += 2) {
+					uint32_t b[4];
+
+					dsa_ldsm4t(b, vh + j * 1024 +
+						      dsa_swz(j, (d0w >> 3) + n2 + (lane >> 4)));
+					dsa_mma_f16(o[n2], a, b);
+					dsa_mma_f16(o[n2 + 1], a, b + 2);
+				}
+			}
+		}
+#pragma unroll
+		for (int tau = 0; tau < 4; tau++)
+			eref[tau] = enew[tau];
+	}
+	dsa_cp_wait<0>();
+	/* With no tile, the queries' m and l were never behind a barrier. */
+	__syncthreads();
+
+	float fo = dsa_pow2c(dsa_pick4(eref, tau_w));
+#pragma unroll
+	for (int hh = 0; hh < 2; hh++) {
+		uint32_t r = mt_o * 16 + g + 8 * hh, h = h0 + r;
+		float inv = n_split == 1 ? (nrec ? 1.0f / l_run[r] : 0.0f) : 1.0f;
+		float *out = n_split == 1 ? o_lat + ((size_t)t * H + h) * 512 :
+					    part + (((size_t)t * n_split + split) * H + h) * 512;
+
+		if (h >= H)
+			continue;
+#pragma unroll
+		for (uint32_t n2 = 0; n2 < ND; n2++) {
+			uint32_t d = d0w + n2 * 8 + 2 * c;
+
+			/* With no record o is 0 and fo 0: zeros, not NaN. */
+			if (n_split == 1 && !nrec)
+				*(float2 *)(out + d) = make_float2(0.0f, 0.0f);
+			else
+				*(float2 *)(out + d) = make_float2(o[n2][2 * hh] * fo * inv,
+								   o[n2][2 * hh + 1] * fo * inv);
+		}
+	}
+	if (n_split > 1)
+		for (uint32_t r = tid; r < HG; r += DSA_MLA_THREADS) {
+			float *ml = part + (size_t)gridDim.x / n_hg * H * 512 +
+				    (((size_t)t * n_split + split) * H + h0 + r) * 2;
+
+			if (h0 + r < H) {
+				ml[0] = m_run[r];
+				ml[1] = l_run[r];
+			}
+		}
+}
+
+HACCEL_K void __launch_bounds__(DSA_MLA_THREADS, 1)
+haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q_pe, uint32_t H,
+		   uint32_t dr, const int32_t *sel, const uint32_t *n_sel, uint32_t topk,
+		   const uint32_t *bt_row, const uint8_t *region, const uint32_t *block_tables,
+		   uint32_t bt_stride, uint32_t pt, float scale, uint32_t n_split, uint32_t tps,
+		   uint32_t n_hg)
+{
+	dsa_mla<1>(o_lat, part, q_lat, q_pe, H, dr, sel, n_sel, topk, bt_row, region, block_tables,
+		   bt_stride, pt, scale, n_split, tps, n_hg);
+}
+
+HACCEL_K void __launch_bounds__(DSA_MLA_THREADS, 1)
+haccel_dsa_mla_h32(float *o_lat, float *part, const float *q_lat, const float *q_pe, uint32_t H,
+		   uint32_t dr, const int32_t *sel, const uint32_t *n_sel, uint32_t topk,
+		   const uint32_t *bt_row, const uint8_t *region, const uint32_t *block_tables,
+		   uint32_t bt_stride, uint32_t pt, float scale, uint32_t n_split, uint32_t tps,
+		   uint32_t n_hg)
+{
+	dsa_mla<2>(o_lat, part, q_lat, q_pe, H, dr, sel, n_sel, topk, bt_row, region, block_tables,
+		   bt_stride, pt, scale, n_split, tps, n_hg);
+}
+
+/*
+ * Merge the splits of one (token, head), a block of 128 threads, 4 dims a
+ * thread: weights exp(m_s - M) over the splits that saw records (l_s > 0;
+ * a split that did has l_s >= 1, or NaN, which then spreads as on the CPU).
+ * No split with records (n_sel = 0): zeros.
+ */
+HACCEL_K void haccel_dsa_mla_combine(float *o_lat, const float *part, uint32_t T, uint32_t H,
+				     uint32_t n_split)
+{
+	uint32_t t = blockIdx.x / H, h = blockIdx.x % H, d = 4 * threadIdx.x;
+	const float *ml = part + (size_t)T * n_split * H * 512;
+	float M = -INFINITY, L = 0.0f, acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+
+	for (uint32_t s = 0; s < n_split; s++) {
+		const float *e = ml + (((size_t)t * n_split + s) * H + h) * 2;
+
+		if (e[1] != 0.0f)
+			M = fmaxf(M, e[0]);
+	}
+	for (uint32_t s = 0; s < n_split; s++) {
+		size_t i = ((size_t)t * n_split + s) * H + h;
+		float ms = ml[2 * i], ls = ml[2 * i + 1];
+
+		if (ls == 0.0f)
+			continue;
+		float wgt = expf(ms - M);
+		const float *ps = part + i * 512 + d;
+
+		L += wgt * ls;
+		for (int k = 0; k < 4; k++)
+			acc[k] += wgt * ps[k];
+	}
+	float *out = o_lat + ((size_t)t * H + h) * 512 + d;
+	for (int k = 0; k < 4; k++)
+		out[k] = L != 0.0f ? acc[k] / L : 0.0f;
+}

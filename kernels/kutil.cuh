@@ -4,6 +4,7 @@
 #ifndef HACCEL_KERNELS_KUTIL_CUH
 #define HACCEL_KERNELS_KUTIL_CUH
 
+#include <cuda_fp16.h>
 #include <stdint.h>
 
 #define HACCEL_K extern "C" __global__

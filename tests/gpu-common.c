@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "gpu-util.h"
+#include "gpu/blas.h"
 #include "model/cpu/ops.h"
 #include "model/format.h"
 
@@ -53,23 +54,35 @@ static void test_norms(void)
 	gpu_close();
 }
 
-/* Embedding rows are copied exactly; SwiGLU and scale within 1e-6. */
+/* Embedding rows (bf16 table) are exact; SwiGLU, add and scale within 1e-6. */
 static void test_embed_swiglu(void)
 {
 	struct haccel__gpu *g = gpu_open();
 	uint32_t V = 300, D = 96, T = 40;
 	float *table = rnd((size_t)V * D, -1, 1), *want = malloc((size_t)T * D * 4);
 	float *got = malloc((size_t)T * D * 4);
+	uint16_t *tb = malloc((size_t)V * D * 2);
 	int32_t tok[40];
 
+	for (size_t i = 0; i < (size_t)V * D; i++) {
+		tb[i] = haccel__bf16_from_float(table[i]);
+		table[i] = haccel__bf16_to_float(tb[i]);
+	}
 	for (uint32_t t = 0; t < T; t++)
 		tok[t] = (int32_t)ktap_rand_below(V);
-	haccel__dptr dt = gpu_up(table, (size_t)V * D * 4), dtok = gpu_up(tok, sizeof(tok));
+	haccel__dptr dtb = gpu_up(tb, (size_t)V * D * 2), dtok = gpu_up(tok, sizeof(tok));
+	haccel__dptr dt = gpu_up(table, (size_t)V * D * 4);
 	haccel__dptr dy = gpu_alloc((size_t)T * D * 4);
 	haccel__cpu_embed(want, table, tok, T, D);
-	KTAP_ASSERT_EQ(haccel__cuda_embed(g, NULL, dy, dt, dtok, T, D), 0);
+	KTAP_ASSERT_EQ(haccel__cuda_embed(g, NULL, dy, dtb, dtok, T, D), 0);
 	gpu_down(got, dy, (size_t)T * D * 4);
 	KTAP_EXPECT(memcmp(got, want, (size_t)T * D * 4) == 0);
+
+	/* gather_rows: rows in the order of tok. */
+	KTAP_ASSERT_EQ(haccel__cuda_gather_rows(g, NULL, dy, dt, dtok, T, D), 0);
+	gpu_down(got, dy, (size_t)T * D * 4);
+	KTAP_EXPECT(memcmp(got, want, (size_t)T * D * 4) == 0);
+	free(tb);
 
 	size_t n = 100003;
 	float *a = rnd(n, -12, 12), *b = rnd(n, -2, 2), *w2 = malloc(n * 4), *g2 = malloc(n * 4);
@@ -82,6 +95,11 @@ static void test_embed_swiglu(void)
 	gpu_down(g2, dz, n * 4);
 	for (size_t i = 0; i < n; i++)
 		w2[i] = a[i] * 0.25f;
+	KTAP_EXPECT(memcmp(g2, w2, n * 4) == 0);
+	KTAP_ASSERT_EQ(haccel__cuda_add(g, NULL, dz, da, dbb, n), 0);
+	gpu_down(g2, dz, n * 4);
+	for (size_t i = 0; i < n; i++)
+		w2[i] = a[i] + b[i];
 	KTAP_EXPECT(memcmp(g2, w2, n * 4) == 0);
 
 	/* copy_rows: the second half of each row. */
@@ -134,26 +152,23 @@ static void test_attn_res_mix(void)
 	uint32_t T = 6, D = 1024;
 
 	for (uint32_t ns = 1; ns <= 9; ns += 4) {
-		float *src[9], *q = rnd(D, -1, 1), *nw = rnd(D, 0.5f, 1.5f);
+		float *all = rnd((size_t)ns * T * D, -2, 2), *q = rnd(D, -1, 1);
+		float *nw = rnd(D, 0.5f, 1.5f), *src[9];
 		float *want = malloc((size_t)T * D * 4), *got = malloc((size_t)T * D * 4);
-		haccel__dptr dsrc[9];
 
-		for (uint32_t i = 0; i < ns; i++) {
-			src[i] = rnd((size_t)T * D, -2, 2);
-			dsrc[i] = gpu_up(src[i], (size_t)T * D * 4);
-		}
-		haccel__dptr dlist = gpu_up(dsrc, ns * sizeof(haccel__dptr));
+		for (uint32_t i = 0; i < ns; i++)
+			src[i] = all + (size_t)i * T * D;
+		haccel__dptr dall = gpu_up(all, (size_t)ns * T * D * 4);
 		haccel__dptr dq = gpu_up(q, D * 4), dn = gpu_up(nw, D * 4);
 		haccel__dptr dh = gpu_alloc((size_t)T * D * 4);
 		haccel__cpu_attn_res_mix(want, (const float *const *)src, ns, q, nw, T, D, 1e-6f);
-		KTAP_ASSERT_EQ(haccel__cuda_attn_res_mix(g, NULL, dh, dlist, ns, dq, dn, T, D, 1e-6f),
-			       0);
+		KTAP_ASSERT_EQ(haccel__cuda_attn_res_mix(g, NULL, dh, dall, (uint64_t)T * D, ns, dq, dn,
+							 T, D, 1e-6f), 0);
 		gpu_down(got, dh, (size_t)T * D * 4);
 		KTAP_EXPECT(gpu_close_enough("attn_res_mix", got, want, (size_t)T * D, 1e-5, 2e-5));
-		for (uint32_t i = 0; i < ns; i++)
-			free(src[i]);
-		free(q), free(nw), free(want), free(got);
+		free(all), free(q), free(nw), free(want), free(got);
 	}
+	KTAP_EXPECT_EQ(haccel__cuda_attn_res_mix(g, NULL, 0, 0, 0, 65, 0, 0, T, D, 1e-6f), -EINVAL);
 	gpu_close();
 }
 
@@ -189,7 +204,91 @@ static void test_argmax(void)
 	gpu_close();
 }
 
+/* Round to bf16 in place; return the bf16 codes. */
+static uint16_t *to_bf16(float *x, size_t n)
+{
+	uint16_t *h = malloc(n * 2 + 2);
+
+	KTAP_ASSERT(h != NULL);
+	for (size_t i = 0; i < n; i++) {
+		h[i] = haccel__bf16_from_float(x[i]);
+		x[i] = haccel__bf16_to_float(h[i]);
+	}
+	return h;
+}
+
+/*
+ * cuBLASLt linear layers against the CPU matmul on bf16-exact inputs (only
+ * the order of the fp32 sums differs): |err| <= 1e-5 * sum_k |x_k w_k|,
+ * checked as 2e-4 absolute on values of order 1 plus 1e-4 relative.
+ */
+static void test_linear(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	const uint32_t shapes[][3] = { { 1, 256, 128 }, { 7, 1000, 96 }, { 64, 4096, 4096 },
+				       { 300, 160, 2048 } };
+
+	for (unsigned int i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		uint32_t T = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+		float *x = rnd((size_t)T * K, -1, 1), *w = rnd((size_t)N * K, -1, 1);
+		float *bias = rnd(N, -1, 1);
+		float *want = malloc((size_t)T * N * 4), *got = malloc((size_t)T * N * 4);
+		uint16_t *xb = to_bf16(x, (size_t)T * K), *wb = to_bf16(w, (size_t)N * K);
+		haccel__dptr dx = gpu_up(xb, (size_t)T * K * 2), dw = gpu_up(wb, (size_t)N * K * 2);
+		haccel__dptr dbias = gpu_up(bias, N * 4), dy = gpu_alloc((size_t)T * N * 4);
+		double atol = 1e-5 * sqrt((double)K) * 4;
+
+		haccel__cpu_matmul(want, x, w, NULL, T, N, K);
+		KTAP_ASSERT_EQ(haccel__cuda_linear(g, NULL, dy, dx, K, dw, 0, T, N, K), 0);
+		gpu_down(got, dy, (size_t)T * N * 4);
+		KTAP_EXPECT(gpu_close_enough("linear", got, want, (size_t)T * N, atol, 1e-4));
+		haccel__cpu_matmul(want, x, w, bias, T, N, K);
+		KTAP_ASSERT_EQ(haccel__cuda_linear(g, NULL, dy, dx, K, dw, dbias, T, N, K), 0);
+		gpu_down(got, dy, (size_t)T * N * 4);
+		KTAP_EXPECT(gpu_close_enough("linear+bias", got, want, (size_t)T * N, atol, 1e-4));
+		free(x), free(w), free(bias), free(want), free(got), free(xb), free(wb);
+	}
+	gpu_close();
+}
+
+/*
+ * The strided batched form the absorbed attention uses: per head h,
+ * C[t][h][:] = A[t][h][0..K) . B_h[K][N] with A rows strided by H * lda.
+ */
+static void test_gemm_batched(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	uint32_t T = 5, H = 4, K = 48, N = 512, ah = 64; /* a head's row in A is ah wide */
+	float *a = rnd((size_t)T * H * ah, -1, 1), *b = rnd((size_t)H * K * N, -1, 1);
+	float *want = calloc((size_t)T * H * N, 4), *got = malloc((size_t)T * H * N * 4);
+	uint16_t *ab = to_bf16(a, (size_t)T * H * ah), *bb = to_bf16(b, (size_t)H * K * N);
+
+	for (uint32_t t = 0; t < T; t++)
+		for (uint32_t h = 0; h < H; h++)
+			for (uint32_t n = 0; n < N; n++) {
+				float acc = 0.0f;
+				for (uint32_t k = 0; k < K; k++)
+					acc += a[((size_t)t * H + h) * ah + k] * b[((size_t)h * K + k) * N + n];
+				want[((size_t)t * H + h) * N + n] = acc;
+			}
+	haccel__dptr da = gpu_up(ab, (size_t)T * H * ah * 2), db = gpu_up(bb, (size_t)H * K * N * 2);
+	haccel__dptr dc = gpu_alloc((size_t)T * H * N * 4);
+	struct haccel__gemm op = {
+		.M = T, .N = N, .K = K, .A = da, .B = db, .C = dc,
+		.lda = (int64_t)H * ah, .ldb = N, .ldc = (int64_t)H * N,
+		.stride_a = ah, .stride_b = (int64_t)K * N, .stride_c = N,
+		.batch = H, .trans_b = 0,
+	};
+	KTAP_ASSERT_EQ(haccel__gemm_run(g, NULL, &op), 0);
+	gpu_down(got, dc, (size_t)T * H * N * 4);
+	KTAP_EXPECT(gpu_close_enough("batched gemm", got, want, (size_t)T * H * N, 1e-4, 1e-4));
+	free(a), free(b), free(want), free(got), free(ab), free(bb);
+	gpu_close();
+}
+
 static const struct ktap_case cases[] = {
+	KTAP_CASE(test_linear),
+	KTAP_CASE(test_gemm_batched),
 	KTAP_CASE(test_norms),
 	KTAP_CASE(test_embed_swiglu),
 	KTAP_CASE(test_bf16),

@@ -1,17 +1,778 @@
 // SPDX-License-Identifier: MIT
-/* Placeholder: being written. */
+/* GPU DSA ops (rope, Hadamard, cache writers, the fused indexer, sparse MLA) against the CPU ops on the same inputs. Skips with no GPU. */
 #include "config.h"
 
-#include "gpu-util.h"
+#include <float.h>
 
-static void test_placeholder(void)
+#include "gpu-util.h"
+#include "model/cpu/ops.h"
+#include "model/format.h"
+
+#define MAX_REPORTS 20
+
+#define CHECK(cond, fmt, ...)                                                 \
+	do {                                                                  \
+		if (!(cond)) {                                                \
+			ktap_fail_at(__FILE__, __LINE__, "%s: " fmt, #cond,   \
+				     __VA_ARGS__);                            \
+			if (ktap_failures() >= MAX_REPORTS)                   \
+				ktap_end();                                   \
+		}                                                             \
+	} while (0)
+
+#define IK_BYTES 132
+
+static void *xmalloc(size_t n)
 {
-	gpu_open();
+	void *p = malloc(n ? n : 1);
+
+	KTAP_ASSERT(p != NULL);
+	return p;
+}
+
+static float frand(float lo, float hi)
+{
+	return lo + (hi - lo) * (float)(ktap_rand() >> 40) * 0x1p-24f;
+}
+
+static float *rnd(size_t n, float lo, float hi)
+{
+	float *x = xmalloc(n * sizeof(float));
+
+	for (size_t i = 0; i < n; i++)
+		x[i] = frand(lo, hi);
+	return x;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Two sequences on shuffled pages                                          */
+
+struct paged {
+	uint32_t P, stride, n_pages, len[2];
+	uint32_t *bt;   /* [2][stride]; entries past a sequence's pages are
+			 * 0xdeadbeef, so reading one faults */
+};
+
+static void paged_init(struct paged *pg, uint32_t P, uint32_t len0, uint32_t len1)
+{
+	uint32_t np0 = (len0 + P - 1) / P, np1 = (len1 + P - 1) / P, *perm;
+
+	pg->P = P;
+	pg->len[0] = len0;
+	pg->len[1] = len1;
+	pg->n_pages = np0 + np1 + 3;
+	pg->stride = (np0 > np1 ? np0 : np1) + 5;
+	pg->bt = xmalloc(2 * pg->stride * sizeof(uint32_t));
+	perm = xmalloc(pg->n_pages * sizeof(uint32_t));
+	for (uint32_t i = 0; i < pg->n_pages; i++)
+		perm[i] = i;
+	for (uint32_t i = pg->n_pages - 1; i > 0; i--) {
+		uint32_t j = (uint32_t)ktap_rand_below(i + 1), tmp = perm[i];
+
+		perm[i] = perm[j];
+		perm[j] = tmp;
+	}
+	for (uint32_t i = 0; i < 2 * pg->stride; i++)
+		pg->bt[i] = 0xdeadbeefu;
+	for (uint32_t i = 0; i < np0; i++)
+		pg->bt[i] = perm[i];
+	for (uint32_t i = 0; i < np1; i++)
+		pg->bt[pg->stride + i] = perm[np0 + i];
+	free(perm);
+}
+
+static int64_t paged_slot(const struct paged *pg, uint32_t s, uint32_t p)
+{
+	return (int64_t)pg->bt[s * pg->stride + p / pg->P] * pg->P + p % pg->P;
+}
+
+static const uint32_t *paged_row(const struct paged *pg, uint32_t s)
+{
+	return pg->bt + s * pg->stride;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Rope and Hadamard                                                        */
+
+/* Both layouts, two bases, 64 and 128 rotated dims of 136-wide vectors
+ * with gaps; positions up to 2^17. The CPU rounds the same fp32 angle (the
+ * kernel takes the power and the trigonometry in double, which agrees
+ * with libm's correctly rounded powf), so 1e-5 has a wide margin. */
+static void test_rope(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const uint32_t pos[] = { 0, 1, 2, 7, 100, 4095, 65537, 131071 };
+	enum { T = 8, NV = 3, VS = 136, TS = NV * VS + 7 };
+	haccel__dptr dpos = gpu_up(pos, sizeof(pos));
+	float *got = xmalloc(T * TS * sizeof(float));
+
+	for (int c = 0; c < 8; c++) {
+		int layout = c & 1;
+		uint32_t dim = c & 2 ? 128 : 64;
+		float theta = c & 4 ? 50000.0f : 10000.0f;
+		float *x = rnd(T * TS, -2, 2), *want = xmalloc(T * TS * sizeof(float));
+		haccel__dptr dx = gpu_up(x, T * TS * sizeof(float));
+
+		memcpy(want, x, T * TS * sizeof(float));
+		haccel__cpu_rope(want, T, NV, TS, VS, dim, pos, theta, layout);
+		KTAP_ASSERT_EQ(haccel__cuda_rope(g, NULL, dx, T, NV, TS, VS, dim, dpos, theta,
+						 layout), 0);
+		gpu_down(got, dx, T * TS * sizeof(float));
+		ktap_diag("layout %d dim %u theta %g", layout, dim, (double)theta);
+		KTAP_EXPECT(gpu_close_enough("rope", got, want, T * TS, 1e-5, 1e-5));
+		free(x);
+		free(want);
+	}
+	KTAP_EXPECT_EQ(haccel__cuda_rope(g, NULL, 0, 1, 1, 1, 1, 64, 0, 1e4f, 2), -EINVAL);
+	free(got);
+	gpu_close();
+}
+
+/* The same butterfly order as the CPU: expected bit for bit, checked at
+ * 1e-6 absolute (values up to 3 in, up to 34 out). */
+static void test_hadamard(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	uint32_t n = 1001, same = 0;
+	float *x = rnd((size_t)n * 128, -3, 3), *got = xmalloc((size_t)n * 128 * sizeof(float));
+	haccel__dptr dx = gpu_up(x, (size_t)n * 128 * sizeof(float));
+
+	haccel__cpu_hadamard128(x, n);
+	KTAP_ASSERT_EQ(haccel__cuda_hadamard128(g, NULL, dx, n), 0);
+	gpu_down(got, dx, (size_t)n * 128 * sizeof(float));
+	KTAP_EXPECT(gpu_close_enough("hadamard", got, x, (size_t)n * 128, 1e-6, 1e-6));
+	for (size_t i = 0; i < (size_t)n * 128; i++)
+		same += memcmp(&got[i], &x[i], 4) == 0;
+	ktap_diag("hadamard: %u of %u values bit-identical", same, n * 128);
+	free(x);
+	free(got);
+	gpu_close();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Cache writers                                                            */
+
+/*
+ * Token t's values by kind: zeros (signed), saturating (1e30, FLT_MAX,
+ * +-inf, 464, the tie to 448), fp32 subnormals and the smallest normals,
+ * NaNs among numbers, blocks of wildly different magnitude, plain random.
+ */
+static void fill_special(float *x, uint32_t n, uint32_t t)
+{
+	static const float big[] = { 1e30f, -FLT_MAX, INFINITY, -INFINITY, 464.0f, -448.0f,
+				     500.0f, 3e38f };
+	static const float tiny[] = { 1e-40f, -1e-42f, 1e-39f, 1.2e-38f, 0x1p-149f, -0x1p-126f,
+				      0.0f, 0x1p-140f };
+
+	for (uint32_t i = 0; i < n; i++) {
+		switch (t % 7) {
+		case 0:
+			x[i] = i & 1 ? -0.0f : 0.0f;
+			break;
+		case 1:
+			x[i] = i % 3 ? big[i % 8] : frand(-1, 1);
+			break;
+		case 2:
+			x[i] = tiny[i % 8] * (i % 5 ? 1.0f : frand(0, 1));
+			break;
+		case 3:
+			x[i] = i % 9 == 4 ? (i & 1 ? -NAN : NAN) : frand(-5, 5);
+			break;
+		case 4:
+			x[i] = frand(-1, 1) * ldexpf(1.0f, (int)((i / 32) * 29 % 61) - 30);
+			break;
+		default:
+			x[i] = frand(-1, 1) * (float)(t % 5 + 1);
+			break;
+		}
+	}
+}
+
+/* Shuffled slots of a region of n_slots records, every 7th token padding
+ * (slot -1). */
+static int64_t *shuffled_slots(uint32_t T, uint32_t n_slots)
+{
+	int64_t *s = xmalloc(T * sizeof(int64_t));
+	uint32_t *perm = xmalloc(n_slots * sizeof(uint32_t));
+
+	for (uint32_t i = 0; i < n_slots; i++)
+		perm[i] = i;
+	for (uint32_t i = n_slots - 1; i > 0; i--) {
+		uint32_t j = (uint32_t)ktap_rand_below(i + 1), tmp = perm[i];
+
+		perm[i] = perm[j];
+		perm[j] = tmp;
+	}
+	for (uint32_t t = 0; t < T; t++)
+		s[t] = t % 7 == 6 ? -1 : (int64_t)perm[t];
+	free(perm);
+	return s;
+}
+
+/* Whole regions compared byte for byte after both writers, including the
+ * records nobody writes (0x5a). */
+static void test_writers(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const uint32_t drs[] = { 64, 0, 32, 48, 7 };
+	enum { T = 45, SLOTS = 61 };
+
+	for (unsigned int c = 0; c < sizeof(drs) / sizeof(drs[0]); c++) {
+		uint32_t dr = drs[c], bytes = 528 + 2 * dr;
+		size_t rb = (size_t)SLOTS * bytes;
+		float *lat = xmalloc(T * 512 * sizeof(float));
+		float *pe = xmalloc((T * dr + 1) * sizeof(float));
+		int64_t *slots = shuffled_slots(T, SLOTS);
+		uint8_t *want = xmalloc(rb), *got = xmalloc(rb);
+
+		for (uint32_t t = 0; t < T; t++) {
+			fill_special(lat + t * 512, 512, t);
+			fill_special(pe + t * dr, dr, t + 3);
+		}
+		memset(want, 0x5a, rb);
+		haccel__dptr dreg = gpu_up(want, rb), dsl = gpu_up(slots, T * sizeof(int64_t));
+		haccel__dptr dlat = gpu_up(lat, T * 512 * sizeof(float));
+		haccel__dptr dpe = dr ? gpu_up(pe, T * dr * sizeof(float)) : 0;
+
+		haccel__cpu_mla_kv_write(want, slots, lat, pe, T, dr);
+		KTAP_ASSERT_EQ(haccel__cuda_mla_kv_write(g, NULL, dreg, dsl, dlat, dpe, T, dr), 0);
+		gpu_down(got, dreg, rb);
+		for (uint32_t s = 0; s < SLOTS; s++)
+			CHECK(memcmp(got + (size_t)s * bytes, want + (size_t)s * bytes, bytes) == 0,
+			      "dr %u: KV record at slot %u differs", dr, s);
+		free(lat);
+		free(pe);
+		free(slots);
+		free(want);
+		free(got);
+	}
+
+	/* Index keys: 132-byte records. */
+	{
+		size_t rb = (size_t)SLOTS * IK_BYTES;
+		float *ik = xmalloc(T * 128 * sizeof(float));
+		int64_t *slots = shuffled_slots(T, SLOTS);
+		uint8_t *want = xmalloc(rb), *got = xmalloc(rb);
+
+		for (uint32_t t = 0; t < T; t++)
+			fill_special(ik + t * 128, 128, t);
+		memset(want, 0x5a, rb);
+		haccel__dptr dreg = gpu_up(want, rb), dsl = gpu_up(slots, T * sizeof(int64_t));
+		haccel__dptr dik = gpu_up(ik, T * 128 * sizeof(float));
+
+		haccel__cpu_index_k_write(want, slots, ik, T);
+		KTAP_ASSERT_EQ(haccel__cuda_index_k_write(g, NULL, dreg, dsl, dik, T), 0);
+		gpu_down(got, dreg, rb);
+		for (uint32_t s = 0; s < SLOTS; s++)
+			CHECK(memcmp(got + (size_t)s * IK_BYTES, want + (size_t)s * IK_BYTES,
+				     IK_BYTES) == 0, "index-key record at slot %u differs", s);
+		free(ik);
+		free(slots);
+		free(want);
+		free(got);
+	}
+	gpu_close();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Indexer                                                                  */
+
+/*
+ * Scores of token t as the CPU defines them (q and keys through MXFP8,
+ * sums in index order), and for each a rounding bound: 2^-15 of the sum of
+ * the magnitudes of every product that went into it, well above what fp32
+ * sums in any order (and fp32 tensor-core accumulation) can lose.
+ */
+static void naive_scores(float *score, double *tol, const uint8_t *region, const uint32_t *bt,
+			 uint32_t P, const float *q, const float *w, uint32_t IH, uint32_t n)
+{
+	float *qd = xmalloc((size_t)IH * 128 * sizeof(float)), kd[128];
+
+	for (uint32_t h = 0; h < IH; h++) {
+		uint8_t codes[128], scales[4];
+
+		haccel__mxfp8_pack(codes, scales, q + h * 128, 128);
+		haccel__mxfp8_unpack(qd + h * 128, codes, scales, 128);
+	}
+	for (uint32_t s = 0; s < n; s++) {
+		const uint8_t *rec = region + ((size_t)bt[s / P] * P + s % P) * IK_BYTES;
+		float acc = 0.0f;
+		double mag = 0.0;
+
+		haccel__index_k_unpack(rec, kd);
+		for (uint32_t h = 0; h < IH; h++) {
+			float dot = 0.0f;
+			double ad = 0.0;
+
+			for (uint32_t i = 0; i < 128; i++) {
+				dot += qd[h * 128 + i] * kd[i];
+				ad += fabs((double)qd[h * 128 + i] * kd[i]);
+			}
+			acc += w[h] * (dot > 0.0f ? dot : 0.0f);
+			mag += fabs((double)w[h]) * (isfinite(ad) ? ad : 0.0);
+		}
+		score[s] = acc;
+		tol[s] = mag * 0x1p-15 + 1e-30;
+	}
+	free(qd);
+}
+
+/* a clearly ranks before b: beyond both rounding bounds; a number ranks
+ * before NaN. */
+static int clearly_before(const float *sc, const double *tol, int32_t a, int32_t b)
+{
+	if (isnan(sc[a]))
+		return 0;
+	if (isnan(sc[b]))
+		return 1;
+	return (double)sc[a] - (double)sc[b] > tol[a] + tol[b];
+}
+
+struct ix_run {
+	uint32_t T, IH, topk, max_pos;
+	const uint32_t *pos, *row;   /* per token: position, sequence */
+	const float *q, *w;
+	int exact;                   /* selections must equal the CPU's */
+	int twice;                   /* run twice on the same scratch */
+};
+
+/*
+ * The GPU indexer on all tokens in one call, the CPU op token by token
+ * through each token's own block-table row. Exact runs compare the lists;
+ * the others check that the GPU list is a top-k of the CPU scores up to
+ * their rounding bound, in order, and count the identical ones.
+ */
+static void check_indexer(struct haccel__gpu *g, const struct paged *pg, const uint8_t *region,
+			  haccel__dptr dreg, haccel__dptr dbt, const struct ix_run *r)
+{
+	uint32_t T = r->T, topk = r->topk, IH = r->IH, n_got[64], n_want, identical = 0;
+	int32_t *got = xmalloc((size_t)T * topk * sizeof(int32_t));
+	int32_t *got2 = xmalloc((size_t)T * topk * sizeof(int32_t));
+	int32_t *want = xmalloc(topk * sizeof(int32_t));
+	size_t sbytes = haccel__cuda_indexer_scratch(T, r->max_pos, topk);
+	haccel__dptr dq = gpu_up(r->q, (size_t)T * IH * 128 * sizeof(float));
+	haccel__dptr dw = gpu_up(r->w, (size_t)T * IH * sizeof(float));
+	haccel__dptr dpos = gpu_up(r->pos, T * sizeof(uint32_t));
+	haccel__dptr drow = gpu_up(r->row, T * sizeof(uint32_t));
+	haccel__dptr dsel = gpu_alloc((size_t)T * topk * sizeof(int32_t));
+	haccel__dptr dn = gpu_alloc(T * sizeof(uint32_t));
+	haccel__dptr dscr = gpu_alloc(sbytes);
+
+	KTAP_ASSERT(T <= 64);
+	ktap_diag("indexer: T %u IH %u topk %u page_tokens %u max_pos %u", T, IH, topk, pg->P,
+		  r->max_pos);
+	KTAP_ASSERT_EQ(haccel__cuda_indexer_topk(g, NULL, dsel, dn, dq, dw, T, IH, dpos, drow, dreg,
+						 dbt, pg->stride, pg->P, topk, r->max_pos, dscr),
+		       0);
+	gpu_down(got, dsel, (size_t)T * topk * sizeof(int32_t));
+	gpu_down(n_got, dn, T * sizeof(uint32_t));
+	if (r->twice) {
+		/* Poison the outputs: the second call must write all of them. */
+		KTAP_ASSERT(gpu_g->cu->MemsetD8Async(dsel, 0x77, (size_t)T * topk * 4,
+						     gpu_g->stream) == 0);
+		KTAP_ASSERT_EQ(haccel__cuda_indexer_topk(g, NULL, dsel, dn, dq, dw, T, IH, dpos,
+							 drow, dreg, dbt, pg->stride, pg->P,
+							 topk, r->max_pos, dscr), 0);
+		gpu_down(got2, dsel, (size_t)T * topk * sizeof(int32_t));
+		KTAP_EXPECT(memcmp(got, got2, (size_t)T * topk * sizeof(int32_t)) == 0);
+	}
+	for (uint32_t t = 0; t < T; t++) {
+		uint32_t n = r->pos[t] + 1, k = n < topk ? n : topk;
+		const uint32_t *bt = paged_row(pg, r->row[t]);
+		const int32_t *gt = got + (size_t)t * topk;
+		float *cscr = xmalloc(n * sizeof(float)), *sc = xmalloc(n * sizeof(float));
+		double *tol = xmalloc(n * sizeof(double));
+		uint8_t *seen = calloc(n, 1);
+
+		KTAP_ASSERT(seen != NULL);
+		haccel__cpu_indexer_topk(want, &n_want, r->q + (size_t)t * IH * 128,
+					 r->w + (size_t)t * IH, 1, IH, &r->pos[t], region, bt,
+					 pg->P, topk, cscr);
+		CHECK(n_got[t] == n_want, "token %u: n_sel %u, want %u", t, n_got[t], n_want);
+		for (uint32_t j = k; j < topk; j++)
+			CHECK(gt[j] == -1, "token %u: entry %u is %d past n_sel", t, j, gt[j]);
+		identical += memcmp(gt, want, topk * sizeof(int32_t)) == 0;
+		if (r->exact) {
+			for (uint32_t j = 0; j < k; j++)
+				CHECK(gt[j] == want[j], "token %u (pos %u) rank %u: %d, want %d", t,
+				      r->pos[t], j, gt[j], want[j]);
+		} else {
+			naive_scores(sc, tol, region, bt, pg->P, r->q + (size_t)t * IH * 128,
+				     r->w + (size_t)t * IH, IH, n);
+			for (uint32_t j = 0; j < k; j++) {
+				CHECK(gt[j] >= 0 && (uint32_t)gt[j] < n && !seen[gt[j]],
+				      "token %u rank %u: %d is no new position <= %u", t, j, gt[j],
+				      r->pos[t]);
+				if (gt[j] >= 0 && (uint32_t)gt[j] < n)
+					seen[gt[j]] = 1;
+				if (j)
+					CHECK(!clearly_before(sc, tol, gt[j], gt[j - 1]),
+					      "token %u: rank %u (%d, %.9g) after %d (%.9g)", t,
+					      j, gt[j], (double)sc[gt[j]], gt[j - 1],
+					      (double)sc[gt[j - 1]]);
+			}
+			/* Against the CPU's k-th: nothing kept clearly
+			 * below it, nothing left clearly above it. */
+			for (uint32_t s = 0; s < n; s++)
+				CHECK(seen[s] ? !clearly_before(sc, tol, want[k - 1], (int32_t)s) :
+						!clearly_before(sc, tol, (int32_t)s, want[k - 1]),
+				      "token %u: position %u (%.9g, %s) vs the k-th %d (%.9g)", t,
+				      s, (double)sc[s], seen[s] ? "kept" : "left", want[k - 1],
+				      (double)sc[want[k - 1]]);
+		}
+		free(cscr);
+		free(sc);
+		free(tol);
+		free(seen);
+	}
+	ktap_diag("indexer: %u of %u lists identical to the CPU's", identical, T);
+	free(got);
+	free(got2);
+	free(want);
+}
+
+/* Keys of both sequences written by the CPU writer through the block
+ * tables; `period` > 0 repeats the first `period` keys of each sequence. */
+static uint8_t *write_keys(const struct paged *pg, uint32_t period)
+{
+	size_t rb = (size_t)pg->n_pages * pg->P * IK_BYTES;
+	uint8_t *region = xmalloc(rb);
+
+	memset(region, 0x5a, rb);
+	for (uint32_t s = 0; s < 2; s++) {
+		uint32_t n = pg->len[s];
+		float *ik = xmalloc((size_t)n * 128 * sizeof(float));
+		int64_t *slots = xmalloc(n * sizeof(int64_t));
+
+		for (uint32_t p = 0; p < n; p++) {
+			/* MX blocks of different magnitudes */
+			for (uint32_t i = 0; i < 128; i++)
+				ik[p * 128 + i] = frand(-1, 1) * (i < 32 ? 4 : i < 64 ? 0.25f : 1);
+			if (period && p >= period)
+				memcpy(ik + p * 128, ik + (p % period) * 128, 128 * sizeof(float));
+			slots[p] = paged_slot(pg, s, p);
+		}
+		haccel__cpu_index_k_write(region, slots, ik, n);
+		free(ik);
+		free(slots);
+	}
+	return region;
+}
+
+static void fill_qw(float *q, float *w, uint32_t T, uint32_t IH)
+{
+	for (size_t i = 0; i < (size_t)T * IH * 128; i++)
+		q[i] = frand(-1, 1);
+	for (size_t i = 0; i < (size_t)T * IH; i++)
+		w[i] = frand(-1, 1) * 0.5f + 0.25f; /* mostly positive, some negative */
+}
+
+/*
+ * Small prefixes of two sequences: positions 0, below and above topk, both
+ * copy paths (page_tokens 16: 16-byte copies; 5: 4-byte), head counts that
+ * are and are not multiples of 8, topk 1, exactly n, above every n. A few
+ * keys of sequence 0 carry an E8M0 NaN scale or a NaN code: their dots
+ * are NaN and count 0, as on the CPU.
+ */
+static void test_indexer(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const uint32_t pos[10] = { 299, 298, 150, 63, 0, 7, 172, 64, 1, 100 };
+	static const uint32_t row[10] = { 0, 0, 0, 0, 0, 0, 1, 1, 1, 1 };
+	static const uint32_t cfg[][2] = { { 4, 64 }, { 20, 1 }, { 64, 300 }, { 16, 2048 } };
+
+	for (int pi = 0; pi < 2; pi++) {
+		uint32_t P = pi ? 5 : 16;
+		struct paged pg;
+
+		paged_init(&pg, P, 300, 173);
+		uint8_t *region = write_keys(&pg, 0);
+		for (uint32_t p = 10; p <= 12; p++)
+			region[paged_slot(&pg, 0, p) * IK_BYTES + 128 + p % 4] = 0xff;
+		region[paged_slot(&pg, 0, 20) * IK_BYTES + 77] = 0x7f;
+		haccel__dptr dreg = gpu_up(region, (size_t)pg.n_pages * P * IK_BYTES);
+		haccel__dptr dbt = gpu_up(pg.bt, 2 * pg.stride * sizeof(uint32_t));
+
+		for (unsigned int c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
+			uint32_t IH = cfg[c][0];
+			float *q = xmalloc(10 * IH * 128 * sizeof(float));
+			float *w = xmalloc(10 * IH * sizeof(float));
+			struct ix_run r = { 10, IH, cfg[c][1], 299, pos, row, q, w, 0, 0 };
+
+			fill_qw(q, w, 10, IH);
+			check_indexer(g, &pg, region, dreg, dbt, &r);
+			free(q);
+			free(w);
+		}
+		free(region);
+		free(pg.bt);
+	}
+	gpu_close();
+}
+
+/*
+ * Equal scores on purpose, so tie-breaking is checked exactly: keys repeat
+ * with period 5 (identical bytes give identical scores on either side),
+ * the groups' scores are far apart, topk cuts through a group; sequence 0
+ * is 20000 long, so the cut crosses chunks of 8192 and the merge must keep
+ * the smaller positions. The last token's queries point along key 3, and
+ * key 4 is minus key 3: score exactly 0 for that group.
+ */
+static void test_indexer_ties(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const uint32_t pos[6] = { 19999, 8191, 8192, 4000, 60, 12 };
+	static const uint32_t row[6] = { 0, 0, 0, 0, 1, 1 };
+	static const uint32_t topks[] = { 1, 26, 2048 };
+	enum { IH = 8 };
+	struct paged pg;
+	float *q = xmalloc(6 * IH * 128 * sizeof(float)), w[6 * IH];
+
+	paged_init(&pg, 16, 20000, 61);
+	uint8_t *region = write_keys(&pg, 5);
+	/* Key 4 of sequence 1 := minus key 3 (E4M3 is sign-magnitude). */
+	for (uint32_t p = 4; p < 61; p += 5) {
+		uint8_t *k3 = region + paged_slot(&pg, 1, 3) * IK_BYTES;
+		uint8_t *k4 = region + paged_slot(&pg, 1, p) * IK_BYTES;
+
+		for (int i = 0; i < 128; i++)
+			k4[i] = k3[i] ^ 0x80;
+		memcpy(k4 + 128, k3 + 128, 4);
+	}
+	haccel__dptr dreg = gpu_up(region, (size_t)pg.n_pages * pg.P * IK_BYTES);
+	haccel__dptr dbt = gpu_up(pg.bt, 2 * pg.stride * sizeof(uint32_t));
+
+	fill_qw(q, w, 6, IH);
+	{
+		float k3[128];
+
+		haccel__index_k_unpack(region + paged_slot(&pg, 1, 3) * IK_BYTES, k3);
+		for (uint32_t h = 0; h < IH; h++)
+			memcpy(q + (5 * IH + h) * 128, k3, sizeof(k3));
+	}
+	for (unsigned int i = 0; i < sizeof(topks) / sizeof(topks[0]); i++) {
+		struct ix_run r = { 6, IH, topks[i], 19999, pos, row, q, w, 1, 0 };
+
+		check_indexer(g, &pg, region, dreg, dbt, &r);
+	}
+	free(q);
+	free(region);
+	free(pg.bt);
+	gpu_close();
+}
+
+/* A NaN weight makes every score NaN: the first k positions in order,
+ * within one chunk and across several. */
+static void test_indexer_nan(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const uint32_t pos[3] = { 19999, 50, 9000 };
+	static const uint32_t row[3] = { 0, 1, 0 };
+	enum { IH = 8 };
+	struct paged pg;
+	float *q = xmalloc(3 * IH * 128 * sizeof(float)), w[3 * IH];
+
+	paged_init(&pg, 64, 20000, 64);
+	uint8_t *region = write_keys(&pg, 0);
+	haccel__dptr dreg = gpu_up(region, (size_t)pg.n_pages * pg.P * IK_BYTES);
+	haccel__dptr dbt = gpu_up(pg.bt, 2 * pg.stride * sizeof(uint32_t));
+
+	fill_qw(q, w, 3, IH);
+	w[0 * IH + 3] = NAN;
+	w[1 * IH + 0] = NAN;
+	w[2 * IH + IH - 1] = -NAN;
+	{
+		struct ix_run r = { 3, IH, 100, 20000, pos, row, q, w, 1, 0 };
+
+		check_indexer(g, &pg, region, dreg, dbt, &r);
+	}
+	free(q);
+	free(region);
+	free(pg.bt);
+	gpu_close();
+}
+
+/*
+ * Long prefixes, topk 2048, several chunks a token (8191 and 8192 straddle
+ * the first chunk boundary; max_pos beyond every position leaves blocks
+ * with nothing to do), run twice on the same scratch: the same answer.
+ */
+static void test_indexer_large(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const uint32_t pos[4] = { 19999, 8999, 8191, 8192 };
+	static const uint32_t row[4] = { 0, 1, 0, 0 };
+	enum { IH = 32 };
+	struct paged pg;
+	float *q = xmalloc(4 * IH * 128 * sizeof(float)), w[4 * IH];
+
+	paged_init(&pg, 64, 20000, 9000);
+	uint8_t *region = write_keys(&pg, 0);
+	haccel__dptr dreg = gpu_up(region, (size_t)pg.n_pages * pg.P * IK_BYTES);
+	haccel__dptr dbt = gpu_up(pg.bt, 2 * pg.stride * sizeof(uint32_t));
+	struct ix_run r = { 4, IH, 2048, 30000, pos, row, q, w, 0, 1 };
+
+	fill_qw(q, w, 4, IH);
+	check_indexer(g, &pg, region, dreg, dbt, &r);
+	free(q);
+	free(region);
+	free(pg.bt);
+	gpu_close();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sparse MLA                                                               */
+
+struct mla_cfg {
+	uint32_t H, dr, T, topk, P;
+	float scale;
+};
+
+/*
+ * Sparse MLA against the CPU op, token by token: per token and head,
+ * max |o - o_cpu| <= 2e-3 max |o_cpu|. The kernel rounds the queries and
+ * the probabilities to fp16 (relative 2^-12 each; the latent codes are
+ * exact), which moves a logit by about 2^-12 of its magnitude and a
+ * weight by 2^-12: errors of a few 1e-4 at most on these inputs, so 2e-3
+ * leaves a margin of several times. n_sel = 0 must give exact zeros.
+ */
+static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c)
+{
+	uint32_t H = c->H, dr = c->dr, T = c->T, topk = c->topk, rec = 528 + 2 * dr;
+	struct paged pg;
+	double worst = 0;
+
+	paged_init(&pg, c->P, 3000, 2100);
+	size_t rb = (size_t)pg.n_pages * pg.P * rec;
+	uint8_t *region = xmalloc(rb);
+	memset(region, 0x5a, rb);
+	/* Latent records whose tiles have different scales, per record and
+	 * per tile (1/2 to 8, and every 11th record 2^-20: the kernel's
+	 * exponent bookkeeping), logits of a few units like a trained model's. */
+	for (uint32_t s = 0; s < 2; s++)
+		for (uint32_t p = 0; p < pg.len[s]; p++) {
+			float lat[512], pe[64];
+			int64_t slot = paged_slot(&pg, s, p);
+			int e = p % 11 == 5 ? -20 : (int)(p % 4) - 1;
+
+			for (int i = 0; i < 512; i++)
+				lat[i] = frand(-1, 1) * ldexpf(1.0f, e + (i / 128) % 2);
+			for (uint32_t i = 0; i < dr; i++)
+				pe[i] = frand(-1, 1);
+			haccel__cpu_mla_kv_write(region, &slot, lat, pe, 1, dr);
+		}
+	float *ql = rnd((size_t)T * H * 512, -1, 1), *qp = rnd((size_t)T * H * dr + 1, -2, 2);
+	int32_t *sel = xmalloc((size_t)T * topk * sizeof(int32_t));
+	uint32_t *n_sel = xmalloc(T * sizeof(uint32_t)), *row = xmalloc(T * sizeof(uint32_t));
+	float *got = xmalloc((size_t)T * H * 512 * sizeof(float));
+	float *want = xmalloc((size_t)H * 512 * sizeof(float));
+	float *cscr = xmalloc(topk * sizeof(float));
+
+	for (uint32_t t = 0; t < T; t++) {
+		uint32_t len, *perm;
+
+		row[t] = t % 2;
+		len = pg.len[row[t]];
+		n_sel[t] = t == 0 ? topk : t == 1 ? topk / 2 + 3 : t == 2 ? 0 :
+			   1 + (uint32_t)ktap_rand_below(topk);
+		if (n_sel[t] > topk)
+			n_sel[t] = topk;
+		perm = xmalloc(len * sizeof(uint32_t));
+		for (uint32_t i = 0; i < len; i++)
+			perm[i] = i;
+		for (uint32_t i = 0; i < topk && i < len; i++) {
+			uint32_t j = i + (uint32_t)ktap_rand_below(len - i), tmp = perm[i];
+
+			perm[i] = perm[j];
+			perm[j] = tmp;
+		}
+		for (uint32_t j = 0; j < topk; j++)
+			sel[(size_t)t * topk + j] = j < n_sel[t] ? (int32_t)perm[j] : -1;
+		free(perm);
+	}
+	haccel__dptr dreg = gpu_up(region, rb), dbt = gpu_up(pg.bt, 2 * pg.stride * 4);
+	haccel__dptr dql = gpu_up(ql, (size_t)T * H * 512 * 4);
+	haccel__dptr dqp = gpu_up(qp, ((size_t)T * H * dr + 1) * 4);
+	haccel__dptr dsel = gpu_up(sel, (size_t)T * topk * 4), dn = gpu_up(n_sel, T * 4);
+	haccel__dptr drow = gpu_up(row, T * 4), dout = gpu_alloc((size_t)T * H * 512 * 4);
+	size_t sb = haccel__cuda_sparse_mla_scratch(T, H, topk);
+	haccel__dptr dscr = gpu_alloc(sb);
+
+	ktap_diag("sparse MLA: H %u dr %u T %u topk %u page_tokens %u scale %g scratch %zu", H, dr,
+		  T, topk, c->P, (double)c->scale, sb);
+	KTAP_ASSERT_EQ(haccel__cuda_sparse_mla(g, NULL, dout, dql, dqp, T, H, dr, dsel, dn, topk,
+					       drow, dreg, dbt, pg.stride, pg.P, c->scale, dscr),
+		       0);
+	gpu_down(got, dout, (size_t)T * H * 512 * 4);
+	for (uint32_t t = 0; t < T; t++) {
+		haccel__cpu_sparse_mla(want, ql + (size_t)t * H * 512, qp + (size_t)t * H * dr, 1,
+				       H, dr, sel + (size_t)t * topk, &n_sel[t], topk, region,
+				       paged_row(&pg, row[t]), pg.P, c->scale, cscr);
+		for (uint32_t h = 0; h < H; h++) {
+			const float *o = got + ((size_t)t * H + h) * 512, *ref = want + h * 512;
+			double err = 0, big = 0;
+
+			for (int i = 0; i < 512; i++) {
+				err = fmax(err, fabs((double)o[i] - ref[i]));
+				big = fmax(big, fabs((double)ref[i]));
+				if (isnan(o[i]))
+					err = INFINITY;
+			}
+			if (n_sel[t] == 0)
+				CHECK(err == 0 && big == 0, "token %u head %u: no selection, %g", t,
+				      h, err);
+			else
+				CHECK(err <= 2e-3 * big, "token %u head %u (n_sel %u): %g of %g", t,
+				      h, n_sel[t], err, big);
+			if (big > 0)
+				worst = fmax(worst, err / big);
+		}
+	}
+	ktap_diag("sparse MLA: worst error %.3g of the largest output (bound 2e-3)", worst);
+	free(region);
+	free(pg.bt);
+	free(ql);
+	free(qp);
+	free(sel);
+	free(n_sel);
+	free(row);
+	free(got);
+	free(want);
+	free(cscr);
+}
+
+/*
+ * H = 1, 16, 64 (and 40, 128: padded and several head groups), dr = 64, 0
+ * and 32, topk from 64 to 2048, n_sel below topk and 0, one split (written
+ * directly) and many (combined).
+ */
+static void test_sparse_mla(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const struct mla_cfg cfg[] = {
+		{ 1, 64, 3, 64, 16, 0.0416667f },
+		{ 16, 64, 4, 256, 64, 0.0721688f },
+		{ 64, 64, 3, 2048, 64, 0.0416667f },
+		{ 40, 0, 3, 128, 5, 0.25f },
+		{ 16, 64, 40, 64, 16, 0.0721688f },
+		{ 128, 64, 3, 512, 64, 0.0416667f },
+		{ 20, 32, 5, 1000, 7, 0.1f },
+	};
+
+	for (unsigned int i = 0; i < sizeof(cfg) / sizeof(cfg[0]); i++)
+		check_mla(g, &cfg[i]);
 	gpu_close();
 }
 
 static const struct ktap_case cases[] = {
-	KTAP_CASE(test_placeholder),
+	KTAP_CASE(test_rope),
+	KTAP_CASE(test_hadamard),
+	KTAP_CASE(test_writers),
+	KTAP_CASE(test_indexer),
+	KTAP_CASE(test_indexer_ties),
+	KTAP_CASE(test_indexer_nan),
+	KTAP_CASE(test_indexer_large),
+	KTAP_CASE(test_sparse_mla),
 };
 
 int main(int argc, char **argv)

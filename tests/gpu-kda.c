@@ -1,17 +1,678 @@
 // SPDX-License-Identifier: MIT
-/* Placeholder: being written. */
+/* GPU KDA ops (conv, gate, prep, recurrence, chunked form, gated RMSNorm) against the CPU ops, over segments and state slots. Skips with no GPU. */
 #include "config.h"
 
-#include "gpu-util.h"
+#include <errno.h>
+#include <stdio.h>
 
-static void test_placeholder(void)
+#include "gpu-util.h"
+#include "model/cpu/ops.h"
+
+/*
+ * Tolerances (each comparison prints its largest error):
+ *  - conv, gate, prep, gated_rmsnorm: 1e-5 relative (plus a tiny absolute
+ *    term for values near 0): the same formulas, sums in another order,
+ *    and the GPU's expf/log1pf within 2 ulp of the C library's. Conv tails
+ *    are copies: bit-exact.
+ *  - recurrence: 2e-5 absolute + 1e-5 relative, for o and the state. Both
+ *    sides run the same fp32 steps; only the order of the K-sums and FMA
+ *    contraction differ, and the recurrence does not amplify errors
+ *    (docs/model.md, "Numerics and tolerances": the fp32 recurrence is
+ *    within 1e-6 of a double one).
+ *  - chunked: the bound of the CPU chunked form against the recurrence,
+ *    1e-4 (1 + max |ref|), against both the CPU chunked op (same chunks)
+ *    and the CPU recurrence. The GPU's products are 3xTF32, as accurate
+ *    as fp32 sums to within a few units of 2^-22.
+ */
+#define TOL_ELEM 1e-5
+#define TOL_REC_ABS 2e-5
+#define TOL_REC_REL 1e-5
+#define CHUNK_TOL 1e-4
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                  */
+
+/* Host buffers of a case, freed together at its end. */
+static void *hbufs[96];
+static unsigned int n_hbufs;
+
+static float *hbuf(size_t n)
 {
-	gpu_open();
+	float *p;
+
+	KTAP_ASSERT(n_hbufs < sizeof(hbufs) / sizeof(hbufs[0]));
+	p = calloc(n ? n : 1, sizeof(float));
+	KTAP_ASSERT(p != NULL);
+	hbufs[n_hbufs++] = p;
+	return p;
+}
+
+static void hfree_all(void)
+{
+	while (n_hbufs)
+		free(hbufs[--n_hbufs]);
+}
+
+static float *hdup(const float *src, size_t n)
+{
+	float *p = hbuf(n);
+
+	memcpy(p, src, n * sizeof(float));
+	return p;
+}
+
+static float frand(float lo, float hi)
+{
+	return lo + (hi - lo) * (float)(ktap_rand() >> 40) * 0x1p-24f;
+}
+
+static float *rnd(size_t n, float lo, float hi)
+{
+	float *x = hbuf(n);
+
+	for (size_t i = 0; i < n; i++)
+		x[i] = frand(lo, hi);
+	return x;
+}
+
+static double max_abs(const float *x, size_t n)
+{
+	double m = 0.0;
+
+	for (size_t i = 0; i < n; i++)
+		if (fabs(x[i]) > m)
+			m = fabs(x[i]);
+	return m;
+}
+
+static int all_finite(const float *x, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(x[i]))
+			return 0;
+	return 1;
+}
+
+#define SEG_MAX 80
+
+/*
+ * The segments of one launch: token offsets and state slots, uploaded.
+ * Slot s goes to n_slots - 1 - 2 s (n_slots = 2 n + 1): distinct, in
+ * reverse order, never adjacent, so slot arithmetic that assumed s or
+ * contiguity shows.
+ */
+struct segs {
+	uint32_t n, T, n_slots;
+	uint32_t off[SEG_MAX + 1], slot[SEG_MAX];
+	haccel__dptr d_off, d_slot;
+};
+
+static void segs_make(struct segs *sg, const uint32_t *lens, uint32_t n)
+{
+	KTAP_ASSERT(n <= SEG_MAX);
+	sg->n = n;
+	sg->n_slots = 2 * n + 1;
+	sg->off[0] = 0;
+	for (uint32_t s = 0; s < n; s++) {
+		sg->off[s + 1] = sg->off[s] + lens[s];
+		sg->slot[s] = sg->n_slots - 1 - 2 * s;
+	}
+	sg->T = sg->off[n];
+	sg->d_off = gpu_up(sg->off, (n + 1) * sizeof(uint32_t));
+	sg->d_slot = gpu_up(sg->slot, n * sizeof(uint32_t));
+}
+
+/* The five lengths the brief asks for, and an empty segment among them. */
+static const uint32_t mixed_lens[] = { 1, 3, 64, 0, 65, 200 };
+#define N_MIXED (sizeof(mixed_lens) / sizeof(mixed_lens[0]))
+
+/* ------------------------------------------------------------------------ */
+/* Inputs of the recurrence (as tests/model-kda.c)                          */
+
+struct kin {
+	uint32_t T, H, K, V;
+	float *q, *k, *v, *g, *beta;
+};
+
+enum gmode {
+	G_STRONG, /* g in [-5, 0) */
+	G_MIXED,  /* per channel: strong, weak, or from the softplus gate */
+	G_SWITCH, /* per channel, strong for 32 tokens, then weak */
+	G_MINUS5, /* g = -5 everywhere */
+};
+
+/* q, k through prep (normalized, q scaled by K^-1/2), beta = sigmoid. */
+static struct kin make_in(uint32_t T, uint32_t H, uint32_t K, uint32_t V, enum gmode gm)
+{
+	struct kin in = { .T = T, .H = H, .K = K, .V = V };
+	size_t nk = (size_t)T * H * K;
+
+	in.q = rnd(nk, -1.0f, 1.0f);
+	in.k = rnd(nk, -1.0f, 1.0f);
+	in.beta = rnd((size_t)T * H, -4.0f, 4.0f);
+	haccel__cpu_kda_prep(in.q, in.k, in.beta, T, H, K);
+	in.v = rnd((size_t)T * H * V, -1.0f, 1.0f);
+	in.g = hbuf(nk);
+	for (size_t i = 0; i < nk; i++) {
+		uint32_t c = (uint32_t)(i % K), t = (uint32_t)(i / K / H);
+
+		switch (gm) {
+		case G_STRONG:
+			in.g[i] = frand(-5.0f, 0.0f);
+			break;
+		case G_MIXED:
+			in.g[i] = c % 3 == 0 ? frand(-5.0f, 0.0f) :
+				  c % 3 == 1 ? frand(-1e-3f, 0.0f) : frand(-8.0f, 8.0f);
+			break;
+		case G_SWITCH:
+			in.g[i] = (t + c) % 64 < 32 ? frand(-5.0f, -4.0f) : frand(-1e-3f, 0.0f);
+			break;
+		case G_MINUS5:
+			in.g[i] = -5.0f;
+			break;
+		}
+	}
+	if (gm == G_MIXED) {
+		float *A_log = rnd(H, -1.0f, 1.0f), *bias = rnd((size_t)H * K, -2.0f, 2.0f);
+		float *gg = hbuf(nk);
+
+		haccel__cpu_kda_gate(gg, in.g, T, H, K, A_log, bias, HACCEL__KDA_GATE_SOFTPLUS, 0.0f);
+		for (size_t i = 0; i < nk; i++)
+			if (i % K % 3 == 2)
+				in.g[i] = gg[i];
+	}
+	return in;
+}
+
+struct kin_dev {
+	haccel__dptr q, k, v, g, beta, o;
+};
+
+static struct kin_dev upload_in(const struct kin *in)
+{
+	size_t nk = (size_t)in->T * in->H * in->K * 4, nv = (size_t)in->T * in->H * in->V * 4;
+	struct kin_dev d = {
+		.q = gpu_up(in->q, nk),
+		.k = gpu_up(in->k, nk),
+		.v = gpu_up(in->v, nv),
+		.g = gpu_up(in->g, nk),
+		.beta = gpu_up(in->beta, (size_t)in->T * in->H * 4),
+		.o = gpu_alloc(nv),
+	};
+	return d;
+}
+
+/*
+ * The state pool: n_slots slots of slot_floats, each the state [H][K][V]
+ * then 16 floats of padding that no op may touch. Filled with values in
+ * [-1, 1].
+ */
+static size_t slot_floats(const struct kin *in)
+{
+	return (size_t)in->H * in->K * in->V + 16;
+}
+
+/*
+ * The CPU ops segment by segment, each on its slot's state: the
+ * recurrence (C = 0) or the chunked form with chunks of C.
+ */
+static void ref_segments(float *pool, const struct segs *sg, const struct kin *in, float *o,
+			 uint32_t C)
+{
+	uint32_t H = in->H, K = in->K, V = in->V;
+	float *scr = C ? hbuf(haccel__cpu_kda_chunked_scratch(C, K, V)) : NULL;
+
+	for (uint32_t s = 0; s < sg->n; s++) {
+		uint32_t t0 = sg->off[s], n = sg->off[s + 1] - t0;
+		float *S = pool + sg->slot[s] * slot_floats(in);
+		size_t ak = (size_t)t0 * H * K, av = (size_t)t0 * H * V;
+
+		if (C)
+			haccel__cpu_kda_chunked(S, in->q + ak, in->k + ak, in->v + av, in->g + ak,
+						in->beta + (size_t)t0 * H, o + av, n, H, K, V, C,
+						scr);
+		else
+			haccel__cpu_kda_recurrent(S, in->q + ak, in->k + ak, in->v + av,
+						  in->g + ak, in->beta + (size_t)t0 * H, o + av, n,
+						  H, K, V);
+	}
+}
+
+/* Run the GPU recurrence (chunked = 0) or chunked form over the segments
+ * on a device copy of pool; o and pool come back. */
+static void gpu_segments(struct haccel__gpu *g, float *pool, const struct segs *sg,
+			 const struct kin *in, const struct kin_dev *d, float *o, int chunked)
+{
+	uint32_t T = in->T, H = in->H, K = in->K, V = in->V;
+	size_t pool_bytes = sg->n_slots * slot_floats(in) * 4, stride = slot_floats(in) * 4;
+	haccel__dptr dpool = gpu_up(pool, pool_bytes);
+
+	if (chunked) {
+		size_t scr_bytes = haccel__cuda_kda_chunked_scratch(T, H, K, V, sg->n);
+		/* A canary past the stated size shows the op keeps within it. */
+		uint32_t canary = 0xdeadbeef, back;
+		haccel__dptr scr = gpu_alloc(scr_bytes + 16);
+
+		KTAP_ASSERT(g->cu->MemcpyHtoD(scr + scr_bytes, &canary, 4) == 0);
+		KTAP_ASSERT_EQ(haccel__cuda_kda_chunked(g, NULL, d->q, d->k, d->v, d->g, d->beta,
+							d->o, T, H, K, V, sg->n, sg->d_off,
+							sg->d_slot, dpool, stride, scr),
+			       0);
+		gpu_down(&back, scr + scr_bytes, 4);
+		KTAP_EXPECT_EQ(back, canary);
+	} else {
+		KTAP_ASSERT_EQ(haccel__cuda_kda_recurrent(g, NULL, d->q, d->k, d->v, d->g, d->beta,
+							  d->o, T, H, K, V, sg->n, sg->d_off,
+							  sg->d_slot, dpool, stride),
+			       0);
+	}
+	gpu_down(o, d->o, (size_t)T * H * V * 4);
+	gpu_down(pool, dpool, pool_bytes);
+}
+
+/* Compare o and the whole pool (padding and untouched slots included). */
+static void expect_rec(const char *what, const float *o, const float *o_ref, const float *pool,
+		       const float *pool_ref, size_t no, size_t npool)
+{
+	char buf[96];
+
+	snprintf(buf, sizeof(buf), "%s o", what);
+	KTAP_EXPECT(gpu_close_enough(buf, o, o_ref, no, TOL_REC_ABS, TOL_REC_REL));
+	snprintf(buf, sizeof(buf), "%s S", what);
+	KTAP_EXPECT(gpu_close_enough(buf, pool, pool_ref, npool, TOL_REC_ABS, TOL_REC_REL));
+}
+
+static void expect_chunk(const char *what, const float *o, const float *o_ref,
+			 const float *pool, const float *pool_ref, size_t no, size_t npool)
+{
+	char buf[96];
+
+	KTAP_EXPECT(all_finite(o, no) && all_finite(pool, npool));
+	snprintf(buf, sizeof(buf), "%s o", what);
+	KTAP_EXPECT(gpu_close_enough(buf, o, o_ref, no, CHUNK_TOL * (1.0 + max_abs(o_ref, no)),
+				     0.0));
+	snprintf(buf, sizeof(buf), "%s S", what);
+	KTAP_EXPECT(gpu_close_enough(buf, pool, pool_ref, npool,
+				     CHUNK_TOL * (1.0 + max_abs(pool_ref, npool)), 0.0));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Convolution                                                              */
+
+/* Segments of 1, 3, 64, 0, 65, 200 tokens with their own tails in
+ * scattered slots, against the CPU op per segment; widths 4, 3, 8 and 1. */
+static void t_conv_segments(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const uint32_t Ws[] = { 4, 3, 8, 1 }, Cs[] = { 300, 40, 72, 33 };
+	struct segs sg;
+
+	segs_make(&sg, mixed_lens, N_MIXED);
+	for (unsigned int i = 0; i < 4; i++) {
+		uint32_t W = Ws[i], C = Cs[i], T = sg.T, P = W - 1;
+		/* A slot: the tail, then room the op must not touch. */
+		size_t slot = (size_t)(W > 1 ? P : 1) * C + 8;
+		float *in = rnd((size_t)T * C, -3.0f, 3.0f), *w = rnd((size_t)C * W, -1.0f, 1.0f);
+		float *tails = rnd(sg.n_slots * slot, -3.0f, 3.0f);
+		float *tails_ref = hdup(tails, sg.n_slots * slot);
+		float *want = hbuf((size_t)T * C), *got = hbuf((size_t)T * C);
+		haccel__dptr din = gpu_up(in, (size_t)T * C * 4), dw = gpu_up(w, (size_t)C * W * 4);
+		haccel__dptr dt = gpu_up(tails, sg.n_slots * slot * 4);
+		haccel__dptr dout = gpu_alloc((size_t)T * C * 4);
+
+		for (uint32_t s = 0; s < sg.n; s++)
+			haccel__cpu_kda_conv(want + (size_t)sg.off[s] * C, in + (size_t)sg.off[s] * C,
+					     sg.off[s + 1] - sg.off[s], C, w, W,
+					     tails_ref + sg.slot[s] * slot);
+		KTAP_ASSERT_EQ(haccel__cuda_kda_conv(g, NULL, dout, din, T, C, dw, W, sg.n, sg.d_off,
+						     sg.d_slot, dt, slot * 4),
+			       0);
+		gpu_down(got, dout, (size_t)T * C * 4);
+		gpu_down(tails, dt, sg.n_slots * slot * 4);
+		ktap_diag("W=%u C=%u", W, C);
+		KTAP_EXPECT(gpu_close_enough("conv", got, want, (size_t)T * C, 1e-6, TOL_ELEM));
+		KTAP_EXPECT(memcmp(tails, tails_ref, sg.n_slots * slot * 4) == 0);
+	}
+	hfree_all();
+	gpu_close();
+}
+
+/* One sequence through calls of 2 (fewer than W - 1), 1, 70 and 127
+ * tokens equals one CPU call: outputs and tail. */
+static void t_conv_split(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const uint32_t pieces[] = { 2, 1, 70, 127 };
+	const uint32_t C = 96, W = 4, T = 200, P = W - 1, zero = 0;
+	float *in = rnd((size_t)T * C, -3.0f, 3.0f), *w = rnd((size_t)C * W, -1.0f, 1.0f);
+	float *tail = rnd((size_t)P * C, -3.0f, 3.0f), *tail_ref = hdup(tail, (size_t)P * C);
+	float *want = hbuf((size_t)T * C), *got = hbuf((size_t)T * C);
+	haccel__dptr din = gpu_up(in, (size_t)T * C * 4), dw = gpu_up(w, (size_t)C * W * 4);
+	haccel__dptr dt = gpu_up(tail, (size_t)P * C * 4), dout = gpu_alloc((size_t)T * C * 4);
+	haccel__dptr dslot = gpu_up(&zero, 4);
+
+	haccel__cpu_kda_conv(want, in, T, C, w, W, tail_ref);
+	for (uint32_t p = 0, t = 0; p < 4; t += pieces[p++]) {
+		uint32_t off[2] = { 0, pieces[p] };
+		haccel__dptr doff = gpu_up(off, sizeof(off));
+
+		KTAP_ASSERT_EQ(haccel__cuda_kda_conv(g, NULL, dout + (size_t)t * C * 4,
+						     din + (size_t)t * C * 4, pieces[p], C, dw, W,
+						     1, doff, dslot, dt, 0),
+			       0);
+	}
+	gpu_down(got, dout, (size_t)T * C * 4);
+	gpu_down(tail, dt, (size_t)P * C * 4);
+	KTAP_EXPECT(gpu_close_enough("conv split", got, want, (size_t)T * C, 1e-6, TOL_ELEM));
+	KTAP_EXPECT(memcmp(tail, tail_ref, (size_t)P * C * 4) == 0);
+	hfree_all();
+	gpu_close();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Gate, prep, gated RMSNorm                                                */
+
+static void t_gate(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	const uint32_t T = 9, H = 3, K = 128;
+	const size_t n = (size_t)T * H * K;
+	float *raw = rnd(n, -12.0f, 28.0f), *A_log = rnd(H, -2.0f, 2.0f);
+	float *bias = rnd((size_t)H * K, -3.0f, 3.0f), *want = hbuf(n), *got = hbuf(n);
+
+	/* Huge values: the linear branch, and sigmoid saturating. */
+	raw[5] = 1e30f, raw[6] = -1e30f, raw[7] = 1e4f;
+	haccel__dptr draw = gpu_up(raw, n * 4), dA = gpu_up(A_log, H * 4);
+	haccel__dptr db = gpu_up(bias, (size_t)H * K * 4), dg = gpu_alloc(n * 4);
+	for (int form = 0; form < 2; form++) {
+		float lb = -5.0f;
+
+		haccel__cpu_kda_gate(want, raw, T, H, K, A_log, bias, form, lb);
+		KTAP_ASSERT_EQ(haccel__cuda_kda_gate(g, NULL, dg, draw, T, H, K, dA, db, form, lb), 0);
+		gpu_down(got, dg, n * 4);
+		KTAP_EXPECT(gpu_close_enough(form ? "gate lower bound" : "gate softplus", got, want,
+					     n, 1e-30, TOL_ELEM));
+	}
+	/* In place (g aliases g_raw). */
+	KTAP_ASSERT_EQ(haccel__cuda_kda_gate(g, NULL, draw, draw, T, H, K, dA, db, 0, 0.0f), 0);
+	haccel__cpu_kda_gate(want, raw, T, H, K, A_log, bias, 0, 0.0f);
+	gpu_down(got, draw, n * 4);
+	KTAP_EXPECT(gpu_close_enough("gate in place", got, want, n, 1e-30, TOL_ELEM));
+	hfree_all();
+	gpu_close();
+}
+
+static void t_prep(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const uint32_t Ks[] = { 128, 72 };
+
+	for (unsigned int i = 0; i < 2; i++) {
+		const uint32_t T = 11, H = 5, K = Ks[i];
+		const size_t n = (size_t)T * H * K;
+		float *q = rnd(n, -3.0f, 3.0f), *k = rnd(n, -0.5f, 0.5f);
+		float *beta = rnd((size_t)T * H, -6.0f, 6.0f);
+
+		/* An all-zero row stays zero. */
+		memset(q + K, 0, K * 4);
+		memset(k + K, 0, K * 4);
+		haccel__dptr dq = gpu_up(q, n * 4), dk = gpu_up(k, n * 4);
+		haccel__dptr db = gpu_up(beta, (size_t)T * H * 4);
+		float *gq = hbuf(n), *gk = hbuf(n), *gb = hbuf((size_t)T * H);
+
+		haccel__cpu_kda_prep(q, k, beta, T, H, K);
+		KTAP_ASSERT_EQ(haccel__cuda_kda_prep(g, NULL, dq, dk, db, T, H, K), 0);
+		gpu_down(gq, dq, n * 4);
+		gpu_down(gk, dk, n * 4);
+		gpu_down(gb, db, (size_t)T * H * 4);
+		KTAP_EXPECT(gpu_close_enough("prep q", gq, q, n, 1e-9, TOL_ELEM));
+		KTAP_EXPECT(gpu_close_enough("prep k", gk, k, n, 1e-9, TOL_ELEM));
+		KTAP_EXPECT(gpu_close_enough("prep beta", gb, beta, (size_t)T * H, 0.0, TOL_ELEM));
+	}
+	hfree_all();
+	gpu_close();
+}
+
+static void t_gated_rmsnorm(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const uint32_t Vs[] = { 128, 40 };
+
+	for (unsigned int i = 0; i < 2; i++) {
+		const uint32_t T = 7, H = 4, V = Vs[i];
+		const size_t n = (size_t)T * H * V;
+		float *o = rnd(n, -2.0f, 2.0f), *gate = rnd(n, -6.0f, 6.0f);
+		float *w = rnd(V, 0.5f, 1.5f), *got = hbuf(n);
+		haccel__dptr dout = gpu_up(o, n * 4), dg = gpu_up(gate, n * 4);
+		haccel__dptr dw = gpu_up(w, V * 4);
+
+		haccel__cpu_gated_rmsnorm(o, gate, w, T, H, V, 1e-5f);
+		KTAP_ASSERT_EQ(haccel__cuda_gated_rmsnorm(g, NULL, dout, dg, dw, T, H, V, 1e-5f), 0);
+		gpu_down(got, dout, n * 4);
+		KTAP_EXPECT(gpu_close_enough("gated_rmsnorm", got, o, n, 1e-7, TOL_ELEM));
+	}
+	hfree_all();
+	gpu_close();
+}
+
+/* ------------------------------------------------------------------------ */
+/* The recurrence                                                           */
+
+/* Segments of 1, 3, 64, 0, 65, 200 tokens in one launch, each on its own
+ * slot, against the CPU recurrence per segment: outputs and every slot.
+ * K = V = 128, then K = 64 with V = 96 (a partial column tile) and
+ * K = 256 with V = 32 (the largest K). */
+static void t_recurrent_segments(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const uint32_t dims[][3] = { { 3, 128, 128 }, { 2, 64, 96 }, { 2, 256, 32 } };
+	struct segs sg;
+
+	segs_make(&sg, mixed_lens, N_MIXED);
+	for (unsigned int i = 0; i < 3; i++) {
+		struct kin in = make_in(sg.T, dims[i][0], dims[i][1], dims[i][2],
+					i == 1 ? G_MIXED : G_STRONG);
+		struct kin_dev d = upload_in(&in);
+		size_t np = sg.n_slots * slot_floats(&in), no = (size_t)sg.T * in.H * in.V;
+		float *pool = rnd(np, -1.0f, 1.0f), *pool_ref = hdup(pool, np);
+		float *o = hbuf(no), *o_ref = hbuf(no);
+		char what[64];
+
+		ref_segments(pool_ref, &sg, &in, o_ref, 0);
+		gpu_segments(g, pool, &sg, &in, &d, o, 0);
+		snprintf(what, sizeof(what), "recurrent H=%u K=%u V=%u", in.H, in.K, in.V);
+		expect_rec(what, o, o_ref, pool, pool_ref, no, np);
+	}
+	hfree_all();
+	gpu_close();
+}
+
+/* Decode: 64 sequences of one token, H = 8 heads of 128 x 128, two steps
+ * (the second reads what the first wrote). */
+static void t_recurrent_decode(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	const uint32_t B = 64, H = 8, K = 128, V = 128;
+	uint32_t lens[64];
+	struct segs sg;
+
+	for (uint32_t s = 0; s < B; s++)
+		lens[s] = 1;
+	segs_make(&sg, lens, B);
+	struct kin in0 = make_in(B, H, K, V, G_MIXED);
+	size_t np = sg.n_slots * slot_floats(&in0), no = (size_t)B * H * V;
+	float *pool = rnd(np, -1.0f, 1.0f), *pool_ref = hdup(pool, np);
+	float *o = hbuf(no), *o_ref = hbuf(no);
+
+	for (int step = 0; step < 2; step++) {
+		struct kin in = step ? make_in(B, H, K, V, G_STRONG) : in0;
+		struct kin_dev d = upload_in(&in);
+
+		ref_segments(pool_ref, &sg, &in, o_ref, 0);
+		gpu_segments(g, pool, &sg, &in, &d, o, 0);
+		expect_rec(step ? "decode step 2" : "decode step 1", o, o_ref, pool, pool_ref, no,
+			   np);
+	}
+	hfree_all();
+	gpu_close();
+}
+
+/* ------------------------------------------------------------------------ */
+/* The chunked form                                                         */
+
+/* One configuration over the mixed segments: against the CPU chunked op
+ * (same chunks) and the CPU recurrence. */
+static void chunked_vs_cpu(struct haccel__gpu *g, const struct segs *sg, uint32_t H, uint32_t K,
+			   uint32_t V, enum gmode gm, const char *name)
+{
+	struct kin in = make_in(sg->T, H, K, V, gm);
+	struct kin_dev d = upload_in(&in);
+	size_t np = sg->n_slots * slot_floats(&in), no = (size_t)sg->T * H * V;
+	float *pool = rnd(np, -1.0f, 1.0f);
+	float *pool_c = hdup(pool, np), *pool_r = hdup(pool, np);
+	float *o = hbuf(no), *o_c = hbuf(no), *o_r = hbuf(no);
+	char what[96];
+
+	ref_segments(pool_c, sg, &in, o_c, 64);
+	ref_segments(pool_r, sg, &in, o_r, 0);
+	gpu_segments(g, pool, sg, &in, &d, o, 1);
+	snprintf(what, sizeof(what), "chunked %s H=%u K=%u V=%u vs CPU chunked", name, H, K, V);
+	expect_chunk(what, o, o_c, pool, pool_c, no, np);
+	snprintf(what, sizeof(what), "chunked %s H=%u K=%u V=%u vs CPU recurrent", name, H, K, V);
+	expect_chunk(what, o, o_r, pool, pool_r, no, np);
+}
+
+static void t_chunked_segments(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	struct segs sg;
+
+	segs_make(&sg, mixed_lens, N_MIXED);
+	chunked_vs_cpu(g, &sg, 2, 128, 128, G_STRONG, "strong");
+	chunked_vs_cpu(g, &sg, 2, 128, 128, G_MIXED, "mixed");
+	chunked_vs_cpu(g, &sg, 3, 64, 96, G_MIXED, "mixed");
+	hfree_all();
+	gpu_close();
+}
+
+/* The adversarial gates for the prefix sums, and g = -5 everywhere (a
+ * chunk's total decay e^-320 is 0 in fp32: ratios would be 0/0). */
+static void t_chunked_hard_gates(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const uint32_t lens[] = { 200, 64, 130 };
+	struct segs sg;
+
+	segs_make(&sg, lens, 3);
+	chunked_vs_cpu(g, &sg, 2, 128, 128, G_SWITCH, "switching");
+	chunked_vs_cpu(g, &sg, 2, 128, 128, G_MINUS5, "g=-5");
+	hfree_all();
+	gpu_close();
+}
+
+/* The largest K and V (the most shared memory), and a small K. */
+static void t_chunked_sizes(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const uint32_t lens[] = { 70, 1, 129 };
+	struct segs sg;
+
+	segs_make(&sg, lens, 3);
+	chunked_vs_cpu(g, &sg, 1, 256, 256, G_MIXED, "mixed");
+	chunked_vs_cpu(g, &sg, 2, 16, 4, G_STRONG, "strong");
+	hfree_all();
+	gpu_close();
+}
+
+/* One sequence of 200 tokens as calls of 70 and 130 (chunks restart at
+ * each call; the state carries over) against one CPU recurrent call. */
+static void t_chunked_split(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	const uint32_t T = 200, H = 2, K = 128, V = 128, T1 = 70;
+	struct kin in = make_in(T, H, K, V, G_MIXED);
+	struct kin_dev d = upload_in(&in);
+	size_t ns = (size_t)H * K * V, no = (size_t)T * H * V;
+	float *S = rnd(ns, -1.0f, 1.0f), *S_ref = hdup(S, ns), *o = hbuf(no), *o_ref = hbuf(no);
+	uint32_t off1[2] = { 0, T1 }, off2[2] = { 0, T - T1 }, slot = 0;
+	haccel__dptr doff1 = gpu_up(off1, 8), doff2 = gpu_up(off2, 8), dslot = gpu_up(&slot, 4);
+	haccel__dptr dS = gpu_up(S, ns * 4);
+	haccel__dptr scr = gpu_alloc(haccel__cuda_kda_chunked_scratch(T, H, K, V, 1));
+	size_t ak = (size_t)T1 * H * K * 4, av = (size_t)T1 * H * V * 4;
+
+	haccel__cpu_kda_recurrent(S_ref, in.q, in.k, in.v, in.g, in.beta, o_ref, T, H, K, V);
+	KTAP_ASSERT_EQ(haccel__cuda_kda_chunked(g, NULL, d.q, d.k, d.v, d.g, d.beta, d.o, T1, H, K,
+						V, 1, doff1, dslot, dS, 0, scr),
+		       0);
+	KTAP_ASSERT_EQ(haccel__cuda_kda_chunked(g, NULL, d.q + ak, d.k + ak, d.v + av, d.g + ak,
+						d.beta + (size_t)T1 * H * 4, d.o + av, T - T1, H,
+						K, V, 1, doff2, dslot, dS, 0, scr),
+		       0);
+	gpu_down(o, d.o, no * 4);
+	gpu_down(S, dS, ns * 4);
+	expect_chunk("chunked split 70 + 130", o, o_ref, S, S_ref, no, ns);
+	hfree_all();
+	gpu_close();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Arguments                                                                */
+
+/* Sizes past the kernels' limits and misaligned state are refused before
+ * anything is launched; empty work is a successful no-op. */
+static void t_bad_args(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	uint32_t off[2] = { 0, 1 }, slot = 0;
+	haccel__dptr doff = gpu_up(off, 8), dslot = gpu_up(&slot, 4);
+	haccel__dptr buf = gpu_alloc(1 << 22), b16 = buf + 16;
+
+#define REC(K, V, base, stride)                                                               \
+	haccel__cuda_kda_recurrent(g, NULL, buf, buf, b16, buf, buf, b16, 1, 1, K, V, 1, doff,  \
+				   dslot, base, stride)
+#define CHK(K, V, base, stride, scr)                                                          \
+	haccel__cuda_kda_chunked(g, NULL, buf, buf, buf, buf, buf, b16, 1, 1, K, V, 1, doff,    \
+				 dslot, base, stride, scr)
+	KTAP_EXPECT_EQ(REC(257, 128, buf, 0), -EINVAL);
+	KTAP_EXPECT_EQ(REC(0, 128, buf, 0), -EINVAL);
+	KTAP_EXPECT_EQ(REC(128, 126, buf, 0), -EINVAL);
+	KTAP_EXPECT_EQ(REC(128, 128, buf + 4, 0), -EINVAL);
+	KTAP_EXPECT_EQ(REC(128, 128, buf, 8), -EINVAL);
+	KTAP_EXPECT_EQ(CHK(272, 128, buf, 0, b16), -EINVAL);
+	KTAP_EXPECT_EQ(CHK(24, 128, buf, 0, b16), -EINVAL);
+	KTAP_EXPECT_EQ(CHK(128, 260, buf, 0, b16), -EINVAL);
+	KTAP_EXPECT_EQ(CHK(128, 126, buf, 0, b16), -EINVAL);
+	KTAP_EXPECT_EQ(CHK(128, 128, buf, 0, b16 + 4), -EINVAL);
+	KTAP_EXPECT_EQ(CHK(128, 128, buf, 0, 0), -EINVAL);
+	KTAP_EXPECT_EQ(haccel__cuda_kda_conv(g, NULL, buf, buf, 1, 8, buf, 9, 1, doff, dslot, buf,
+					     0),
+		       -EINVAL);
+	/* Nothing to do: 0, and nothing launched. */
+	KTAP_EXPECT_EQ(haccel__cuda_kda_recurrent(g, NULL, buf, buf, b16, buf, buf, b16, 0, 1, 128,
+						  128, 1, doff, dslot, buf, 0),
+		       0);
+	KTAP_EXPECT_EQ(haccel__cuda_kda_conv(g, NULL, buf, buf, 1, 8, buf, 0, 1, doff, dslot, buf,
+					     0),
+		       0);
+	gpu_sync();
+#undef REC
+#undef CHK
 	gpu_close();
 }
 
 static const struct ktap_case cases[] = {
-	KTAP_CASE(test_placeholder),
+	KTAP_CASE(t_conv_segments),
+	KTAP_CASE(t_conv_split),
+	KTAP_CASE(t_gate),
+	KTAP_CASE(t_prep),
+	KTAP_CASE(t_gated_rmsnorm),
+	KTAP_CASE(t_recurrent_segments),
+	KTAP_CASE(t_recurrent_decode),
+	KTAP_CASE(t_chunked_segments),
+	KTAP_CASE(t_chunked_hard_gates),
+	KTAP_CASE(t_chunked_sizes),
+	KTAP_CASE(t_chunked_split),
+	KTAP_CASE(t_bad_args),
 };
 
 int main(int argc, char **argv)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "haccel.h"
 #include "ktap.h"
 #include "test-util.h"
 
@@ -161,9 +162,9 @@ static void t_run_usage_errors(void)
 	KTAP_EXPECT_EQ(r.status, 2);
 	tool_run(&r, "HACCEL_RUN", model, "--prompt", "a", "--top-p", "0", NULL);
 	KTAP_EXPECT_EQ(r.status, 2);
-	tool_run(&r, "HACCEL_RUN", model, "--prompt", "a", "--device", "cuda", NULL);
+	tool_run(&r, "HACCEL_RUN", model, "--prompt", "a", "--device", "tpu", NULL);
 	KTAP_EXPECT_EQ(r.status, 2);
-	KTAP_EXPECT(strstr(r.err, "cpu") != NULL);
+	KTAP_EXPECT(strstr(r.err, "cpu, cuda or auto") != NULL);
 	tool_run(&r, "HACCEL_RUN", model, "--tokens", "1,999", NULL);
 	KTAP_EXPECT_EQ(r.status, 2);
 	KTAP_EXPECT(strstr(r.err, "outside the vocabulary") != NULL);
@@ -178,7 +179,38 @@ static void t_run_usage_errors(void)
 	teardown();
 }
 
+/* --device cuda: runs where there is a GPU, else fails (exit 1) with the
+ * driver's reason; auto picks the one that works and says which. */
+static void t_run_device(void)
+{
+	struct haccel_gpu_info gi;
+	struct haccel_ctx *ctx;
+	int gpu;
+
+	setup();
+	KTAP_ASSERT_EQ(haccel_open(NULL, &ctx), 0);
+	gpu = haccel_gpu_info(ctx, &gi) == 0 && gi.kernels;
+	haccel_close(ctx);
+	tool_run(&r, "HACCEL_RUN", model, "--prompt", "ab", "--max-new", "4", "--device", "cuda",
+		 "--json", NULL);
+	if (gpu) {
+		KTAP_EXPECT_EQ(r.status, 0);
+	} else {
+		KTAP_EXPECT_EQ(r.status, 1);
+		KTAP_EXPECT(strstr(r.err, "cuda") != NULL);
+	}
+	tool_run(&r, "HACCEL_RUN", model, "--prompt", "ab", "--max-new", "4", "--json", NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+	json_t *j = json_loads(r.out, 0, NULL);
+	KTAP_ASSERT(j != NULL);
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(j, "device")), gpu ? "cuda" : "cpu"));
+	KTAP_EXPECT(json_real_value(json_object_get(j, "first_token_seconds")) > 0);
+	json_decref(j);
+	teardown();
+}
+
 static const struct ktap_case cases[] = {
+	KTAP_CASE(t_run_device),
 	KTAP_CASE(t_model_init),
 	KTAP_CASE(t_run_json_and_chunks),
 	KTAP_CASE(t_run_batch),

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* haccel-ctl and haccel-bench: help, usage errors, JSON output, doctor on a fixture sysfs tree. */
+/* haccel-ctl and haccel-bench: help, usage errors, JSON output, doctor on a fixture sysfs tree, bench stream --device without a GPU. */
 #include "config.h"
 
 #include <errno.h>
@@ -207,6 +207,38 @@ static void t_bench_usage_errors(void)
 	KTAP_EXPECT_EQ(r.status, 2);
 }
 
+/* stream --device: its help, a bad value, and "no GPU" without one. */
+static void t_bench_stream_device(void)
+{
+	struct haccel_gpu_info gi;
+	struct haccel_ctx *ctx;
+	int ret;
+
+	run(&r, "HACCEL_BENCH", "stream", "--help", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	KTAP_EXPECT(strstr(r.out, "--device host|cuda") != NULL);
+	run(&r, "HACCEL_BENCH", "stream", "model.safetensors", "--device", "tpu", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "bad value 'tpu' for --device") != NULL);
+
+	KTAP_ASSERT_EQ(haccel_open(NULL, &ctx), 0);
+	ret = haccel_gpu_info(ctx, &gi);
+	haccel_close(ctx);
+	if (!ret)
+		ktap_skip("GPU present");
+	/* Refused before the path is even looked at. */
+	run(&r, "HACCEL_BENCH", "stream", "/nonexistent/model.safetensors", "--device", "cuda", NULL);
+	ktap_diag("%s", r.err);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "no GPU") != NULL);
+	KTAP_EXPECT(strstr(r.err, gi.reason) != NULL);
+	KTAP_EXPECT(strstr(r.err, "nonexistent") == NULL);
+	run(&r, "HACCEL_BENCH", "--json", "stream", "/nonexistent/model.safetensors", "--device", "cuda",
+	    NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT_EQ(r.out[0], '\0');
+}
+
 static const struct ktap_case cases[] = {
 	KTAP_CASE(t_ctl_help_and_usage),
 	KTAP_CASE(t_ctl_version),
@@ -214,6 +246,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_ctl_doctor_fixture_sysfs),
 	KTAP_CASE_TIMEOUT(t_bench_pools_quick, 120),
 	KTAP_CASE(t_bench_usage_errors),
+	KTAP_CASE(t_bench_stream_device),
 };
 
 int main(int argc, char **argv)

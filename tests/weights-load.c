@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* The loader puts every byte where it belongs through io_uring and the pread pool, direct and buffered, and turns changed files, bad checksums and sink errors into errors. */
+/* The loader puts every byte where it belongs through io_uring and the pread pool, direct and buffered, tells sinks where staging is (begin/end), and turns changed files, bad checksums and sink errors into errors. */
 #include "config.h"
 
 #include <errno.h>
@@ -442,6 +442,195 @@ static void t_async_sink_protocol(void)
 	haccel_close(ctx);
 }
 
+/* A sink with begin() and end(): records what the loader tells it and
+ * checks each put against it. */
+struct hook_sink {
+	struct haccel_sink sink;
+	unsigned char tail[16];  /* a newer caller's larger struct */
+	struct haccel_sink_begin b;
+	int begins, ends, puts, puts_outside, waits, waits_on_last_put;
+	int fail_begin, fail_put;
+	uint32_t last_put_buf;
+	uint8_t *dest;
+};
+
+static int hook_begin(void *user, const struct haccel_sink_begin *b)
+{
+	struct hook_sink *h = user;
+
+	h->begins++;
+	h->b = *b;
+	return h->fail_begin;
+}
+
+static void hook_end(void *user)
+{
+	((struct hook_sink *)user)->ends++;
+}
+
+static int hook_put(void *user, uint32_t tensor, uint64_t toff, uint64_t doff,
+		    const void *src, uint64_t n, uint32_t buf)
+{
+	struct hook_sink *h = user;
+	const char *p = src, *base = h->b.staging;
+
+	(void)tensor;
+	(void)toff;
+	h->puts++;
+	/* Inside the buffer it names, announced by begin(). */
+	if (h->begins != 1 || h->ends || buf >= h->b.n_buf ||
+	    p < base + (uint64_t)buf * h->b.buf_bytes ||
+	    p + n > base + (uint64_t)(buf + 1) * h->b.buf_bytes)
+		h->puts_outside++;
+	h->last_put_buf = buf;
+	memcpy(h->dest + doff, src, n);
+	return h->fail_put && h->puts == 3 ? h->fail_put : 0;
+}
+
+static int hook_wait(void *user, uint32_t buf)
+{
+	struct hook_sink *h = user;
+
+	h->waits++;
+	if (h->puts && buf == h->last_put_buf)
+		h->waits_on_last_put++;
+	return 0;
+}
+
+static struct hook_sink *hook_new(const struct haccel_weights_info *info)
+{
+	struct hook_sink *h = calloc(1, sizeof(*h));
+
+	KTAP_ASSERT(h != NULL);
+	h->dest = calloc(1, info->dest_bytes + 1);
+	KTAP_ASSERT(h->dest != NULL);
+	h->sink.user = h;
+	h->sink.put = hook_put;
+	h->sink.wait = hook_wait;
+	h->sink.size = sizeof(h->sink);
+	h->sink.begin = hook_begin;
+	h->sink.end = hook_end;
+	return h;
+}
+
+static void hook_free(struct hook_sink *h)
+{
+	free(h->dest);
+	free(h);
+}
+
+static void t_sink_begin_end(void)
+{
+	struct haccel_ctx *ctx = st_ctx();
+	char *dir = load_tmpdir(), path[ST_PATH], err[1024];
+	struct haccel_weights_info info;
+	struct haccel_load_params p;
+	struct haccel_weights *w;
+	struct hook_sink *h;
+
+	write_mixed(st_join(path, dir, "model.safetensors"), 1, -1);
+	w = ST_OPEN(ctx, path);
+	haccel_weights_info(w, &info);
+	haccel_load_params_init(&p);
+	p.chunk_bytes = 64 << 10;
+	p.flags = HACCEL_LOAD_VERIFY;
+
+	/* Through staging, direct and buffered: begin() first, with the
+	 * buffers every put() then comes from; end() once, last. */
+	for (int mode = 0; mode < 2; mode++) {
+		h = hook_new(&info);
+		p.flags = HACCEL_LOAD_VERIFY | (mode ? HACCEL_LOAD_BUFFERED : HACCEL_LOAD_DIRECT);
+		p.queue_depth = 1; /* two buffers: FIFO reuse is deterministic */
+		KTAP_ASSERT_EQ(haccel_load(w, &p, &h->sink, &st), 0);
+		KTAP_EXPECT_EQ(h->begins, 1);
+		KTAP_EXPECT_EQ(h->ends, 1);
+		KTAP_EXPECT_EQ(h->b.size, sizeof(struct haccel_sink_begin));
+		KTAP_EXPECT_EQ(h->b.n_buf, 2);
+		KTAP_EXPECT(h->b.staging != NULL);
+		KTAP_EXPECT_EQ(h->b.buf_bytes, 64 << 10);
+		KTAP_EXPECT_EQ(h->b.dest_bytes, info.dest_bytes);
+		KTAP_EXPECT(h->puts > 0);
+		KTAP_EXPECT_EQ(h->puts_outside, 0);
+		/* An asynchronous sink gets the buffer freed longest ago, never
+		 * the one whose copy it has just been handed. */
+		KTAP_EXPECT(h->waits > 0);
+		KTAP_EXPECT_EQ(h->waits_on_last_put, 0);
+		KTAP_EXPECT_EQ(st.tensors_verified, N_MIXED);
+		expect_tensors(w, h->dest, mode ? "hooks buffered" : "hooks direct");
+		hook_free(h);
+	}
+
+	/* Reading straight into direct_base: begin() says there is no staging. */
+	h = hook_new(&info);
+	h->sink.direct_base = h->dest;
+	h->sink.direct_bytes = info.dest_bytes;
+	p.flags = HACCEL_LOAD_BUFFERED;
+	p.queue_depth = 8;
+	KTAP_ASSERT_EQ(haccel_load(w, &p, &h->sink, &st), 0);
+	KTAP_EXPECT_EQ(h->begins, 1);
+	KTAP_EXPECT_EQ(h->ends, 1);
+	KTAP_EXPECT_EQ(h->b.n_buf, 0);
+	KTAP_EXPECT(h->b.staging == NULL);
+	KTAP_EXPECT_EQ(h->b.dest_bytes, info.dest_bytes);
+	KTAP_EXPECT_EQ(h->puts, 0);
+	expect_tensors(w, h->dest, "hooks, to the destination");
+	hook_free(h);
+
+	/* begin() refuses: nothing is delivered, end() is not owed. */
+	h = hook_new(&info);
+	h->fail_begin = -ENOSPC;
+	p.flags = HACCEL_LOAD_DIRECT;
+	KTAP_EXPECT_EQ(haccel_load(w, &p, &h->sink, &st), -ENOSPC);
+	haccel_last_error(ctx, err, sizeof(err));
+	ktap_diag("%s", err);
+	KTAP_EXPECT(strstr(err, "sink cannot take this load") != NULL);
+	KTAP_EXPECT_EQ(h->begins, 1);
+	KTAP_EXPECT_EQ(h->ends, 0);
+	KTAP_EXPECT_EQ(h->puts, 0);
+	hook_free(h);
+
+	/* A put fails mid-load: end() still comes, once. */
+	h = hook_new(&info);
+	h->fail_put = -EIO;
+	KTAP_EXPECT_EQ(haccel_load(w, &p, &h->sink, &st), -EIO);
+	KTAP_EXPECT_EQ(h->begins, 1);
+	KTAP_EXPECT_EQ(h->ends, 1);
+	hook_free(h);
+
+	/* size 0 (a zeroed sink from before the hooks): they are not read. */
+	h = hook_new(&info);
+	h->sink.size = 0;
+	KTAP_EXPECT_EQ(haccel_load(w, &p, &h->sink, &st), 0);
+	KTAP_EXPECT_EQ(h->begins + h->ends, 0);
+	hook_free(h);
+
+	/* A larger struct with a zero tail is fine; any other size or a flag
+	 * is refused before anything happens. */
+	h = hook_new(&info);
+	h->sink.size = sizeof(h->sink) + sizeof(h->tail);
+	KTAP_EXPECT_EQ(haccel_load(w, &p, &h->sink, &st), 0);
+	KTAP_EXPECT_EQ(h->begins, 1);
+	h->begins = 0;
+	h->tail[5] = 1;
+	KTAP_EXPECT_EQ(haccel_load(w, &p, &h->sink, &st), -EINVAL);
+	haccel_last_error(ctx, err, sizeof(err));
+	KTAP_EXPECT(strstr(err, "does not know") != NULL);
+	h->tail[5] = 0;
+	h->sink.size = 3;
+	KTAP_EXPECT_EQ(haccel_load(w, &p, &h->sink, &st), -EINVAL);
+	h->sink.size = sizeof(h->sink);
+	h->sink.flags = 1;
+	KTAP_EXPECT_EQ(haccel_load(w, &p, &h->sink, &st), -EINVAL);
+	haccel_last_error(ctx, err, sizeof(err));
+	KTAP_EXPECT(strstr(err, "unknown sink flags") != NULL);
+	KTAP_EXPECT_EQ(h->begins, 0);
+	hook_free(h);
+
+	haccel_weights_close(w);
+	st_rmtree(dir);
+	haccel_close(ctx);
+}
+
 static void t_bad_params(void)
 {
 	struct haccel_ctx *ctx = st_ctx();
@@ -568,6 +757,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_file_changed_before_load),
 	KTAP_CASE(t_file_changed_during_load),
 	KTAP_CASE(t_async_sink_protocol),
+	KTAP_CASE(t_sink_begin_end),
 	KTAP_CASE(t_bad_params),
 	KTAP_CASE(t_forced_and_refused_io_uring),
 	KTAP_CASE(t_empty_checkpoints),

@@ -3,12 +3,17 @@
 #ifndef HACCEL_TOOLS_BENCH_H
 #define HACCEL_TOOLS_BENCH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* haccel-bench pools [OPTIONS]: returns an exit code. */
 int bench_pools(int argc, char **argv, int json);
 /* haccel-bench stream PATH [OPTIONS]: returns an exit code. */
 int bench_stream(int argc, char **argv, int json);
+
+/* haccel-bench kernels / decode / prefill (bench_gpu.c). */
+int bench_kernels(int argc, char **argv, int json);
+int bench_model(int argc, char **argv, int json, bool prefill);
 
 /*
  * One timed measurement: fn runs `iters` iterations and returns the work

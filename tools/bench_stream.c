@@ -15,6 +15,14 @@
  *
  * --create SIZE writes a synthetic checkpoint at PATH first (bf16 tensors of
  * uneven sizes, so none is aligned, with stored checksums).
+ *
+ * --device cuda loads into GPU memory through the GPU sink instead, cold
+ * and warm, and measures one more ceiling beside each run: pinned
+ * host-to-device copies, 64 MiB cuMemcpyHtoDAsync calls from a 1 GiB
+ * registered buffer. It drives the same GPU sink by hand (begin() with the
+ * buffer as sixteen 64 MiB "staging buffers", put() of each in turn,
+ * finish()), so the ceiling and the loads share one copy path; the cold
+ * figure is bounded by the smaller of the two ceilings.
  */
 #include "config.h"
 
@@ -41,6 +49,7 @@ struct sopts {
 	uint32_t qd, chunk, threads;
 	uint32_t ceil_qd, ceil_bs;  /* --ceiling: skip the sweep */
 	int cold, warm, verify;
+	int cuda;                   /* --device cuda */
 };
 
 static void usage(FILE *f)
@@ -62,6 +71,8 @@ static void usage(FILE *f)
 		"  --chunk SIZE        loader read size (default 4M)\n"
 		"  --threads N         loader threads (default 8)\n"
 		"  --verify            also check stored checksums during haccel loads\n"
+		"  --device host|cuda  load into host memory (default) or into GPU memory,\n"
+		"                      beside the pinned host-to-device copy ceiling\n"
 		"  -j, --json          JSON on stdout\n"
 		"  -h, --help          this help\n");
 }
@@ -397,6 +408,132 @@ static double run_haccel(struct haccel_weights *w, char *dest, uint64_t dest_byt
 	return (double)st->tensor_bytes * 1e9 / (double)st->ns;
 }
 
+/* --- GPU ---------------------------------------------------------------------- */
+
+#define H2D_COPY (64ull << 20)
+#define H2D_BUFS 16u            /* a 1 GiB pinned buffer */
+#define H2D_PROBE (8ull << 30)  /* bytes per probe */
+
+/* The pinned host-to-device ceiling: the GPU sink's copies of H2D_COPY
+ * bytes from a registered buffer, back to back, until H2D_PROBE bytes. */
+static double probe_h2d(const struct haccel_sink *s, const char *buf, uint64_t bytes)
+{
+	uint64_t t0 = tool_now_ns();
+
+	for (uint64_t i = 0; i * H2D_COPY < bytes; i++) {
+		uint32_t b = (uint32_t)(i % H2D_BUFS);
+
+		if (s->put(s->user, 0, 0, b * H2D_COPY, buf + b * H2D_COPY, H2D_COPY, b))
+			return -1;
+	}
+	if (s->finish(s->user))
+		return -1;
+	return (double)bytes * 1e9 / (double)(tool_now_ns() - t0);
+}
+
+static double run_gpu(struct haccel_weights *w, const struct haccel_sink *sink,
+		      const struct sopts *o, uint32_t mode, struct haccel_load_stats *st)
+{
+	struct haccel_load_params p;
+	int ret;
+
+	haccel_load_params_init(&p);
+	p.flags = mode | (o->verify ? HACCEL_LOAD_VERIFY : 0);
+	p.queue_depth = o->qd;
+	p.chunk_bytes = o->chunk;
+	p.threads = o->threads;
+	ret = haccel_load(w, &p, sink, st);
+	if (ret)
+		return ret;
+	return (double)st->tensor_bytes * 1e9 / (double)st->ns;
+}
+
+/* The GPU side of a run: a sink for the loads and one, with its pinned
+ * buffer, for the copy ceiling. */
+struct gpu_bench {
+	struct haccel_gpu_info info;
+	struct haccel_gpu_sink *load, *ceil;
+	struct haccel_hostmem *buf;
+	char *host;
+	int begun, registered;
+};
+
+static void gpu_bench_fini(struct gpu_bench *g)
+{
+	if (g->begun) {
+		const struct haccel_sink *s = haccel_gpu_sink_sink(g->ceil);
+
+		s->end(s->user);
+	}
+	haccel_gpu_sink_destroy(g->ceil);
+	haccel_gpu_sink_destroy(g->load);
+	haccel_hostmem_free(g->buf);
+	memset(g, 0, sizeof(*g));
+}
+
+/* "no GPU: <reason>" without saying it twice. */
+static const char *no_gpu(const char *reason)
+{
+	return strncmp(reason, "no GPU", 6) ? "no GPU: " : "";
+}
+
+static int gpu_bench_init(struct haccel_ctx *ctx, uint64_t dest_bytes, struct gpu_bench *g)
+{
+	struct haccel_gpu_sink_params gp;
+	struct haccel_hostmem_params hp;
+	struct haccel_hostmem_info hi;
+	struct haccel_gpu_sink_info si;
+	struct haccel_sink_begin b;
+	const struct haccel_sink *s;
+	char err[1024];
+	int ret;
+
+	memset(&hp, 0, sizeof(hp));
+	haccel_gpu_sink_params_init(&gp);
+	gp.bytes = dest_bytes ? dest_bytes : 1;
+	ret = haccel_gpu_sink_create(ctx, &gp, &g->load);
+	if (!ret) {
+		gp.bytes = (uint64_t)H2D_BUFS * H2D_COPY;
+		ret = haccel_gpu_sink_create(ctx, &gp, &g->ceil);
+	}
+	if (!ret) {
+		haccel_hostmem_params_init(&hp);
+		hp.bytes = (uint64_t)H2D_BUFS * H2D_COPY;
+		/* cuMemHostRegister pins it if mlock may not. */
+		hp.flags = HACCEL_HOSTMEM_ALLOW_UNPINNED;
+		ret = haccel_hostmem_alloc(ctx, &hp, &g->buf);
+	}
+	if (!ret) {
+		haccel_hostmem_info(g->buf, &hi);
+		g->host = hi.ptr;
+		/* Something other than zero pages to copy. */
+		memset(g->host, 0x5a, hp.bytes);
+		memset(&b, 0, sizeof(b));
+		b.size = sizeof(b);
+		b.n_buf = H2D_BUFS;
+		b.staging = g->host;
+		b.buf_bytes = H2D_COPY;
+		b.dest_bytes = hp.bytes;
+		s = haccel_gpu_sink_sink(g->ceil);
+		ret = s->begin(s->user, &b);
+		g->begun = !ret;
+	}
+	if (ret) {
+		haccel_last_error(ctx, err, sizeof(err));
+		tool_err("stream: --device cuda: %s", err[0] ? err : haccel_strerror(ret));
+		gpu_bench_fini(g);
+		return ret;
+	}
+	haccel_gpu_sink_info(g->ceil, &si);
+	g->registered = si.registered;
+	if (!si.registered)
+		tool_err("stream: warning: the copy-ceiling buffer is not registered with CUDA (%s): the ceiling is a pageable one",
+			 si.fallback_reason);
+	/* A first probe wakes the link and the copy engine. */
+	probe_h2d(haccel_gpu_sink_sink(g->ceil), g->host, hp.bytes);
+	return 0;
+}
+
 static json_t *fig(double bps, double ceiling)
 {
 	json_t *o = json_object();
@@ -410,7 +547,7 @@ static json_t *fig(double bps, double ceiling)
 static int parse(int argc, char **argv, struct sopts *o, int *json)
 {
 	enum { O_CREATE = 256, O_COLD, O_WARM, O_REPEAT, O_PROBE, O_QD, O_CHUNK, O_THREADS, O_VERIFY,
-	       O_CEILING };
+	       O_CEILING, O_DEVICE };
 	static const struct option lo[] = {
 		{ "create", required_argument, NULL, O_CREATE },
 		{ "cold", no_argument, NULL, O_COLD },
@@ -422,6 +559,7 @@ static int parse(int argc, char **argv, struct sopts *o, int *json)
 		{ "threads", required_argument, NULL, O_THREADS },
 		{ "verify", no_argument, NULL, O_VERIFY },
 		{ "ceiling", required_argument, NULL, O_CEILING },
+		{ "device", required_argument, NULL, O_DEVICE },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -487,6 +625,12 @@ static int parse(int argc, char **argv, struct sopts *o, int *json)
 			o->ceil_bs = (uint32_t)v;
 			break;
 		}
+		case O_DEVICE:
+			if (!strcmp(optarg, "cuda"))
+				o->cuda = 1;
+			else if (strcmp(optarg, "host"))
+				goto bad;
+			break;
 		case 'j':
 			*json = 1;
 			break;
@@ -511,6 +655,111 @@ bad:
 	return -EINVAL;
 }
 
+/*
+ * Cold loads into GPU memory: rounds of (disk ceiling, copy ceiling, load)
+ * back to back, each fraction taken within its round. Returns the disk
+ * ceiling's median, or -1 when a load failed.
+ */
+static double cold_gpu(struct haccel_weights *w, const struct sopts *o, struct gpu_bench *g,
+		       uint32_t qd, uint32_t bs, uint64_t *pos, int json, json_t *out)
+{
+	const struct haccel_sink *cs = haccel_gpu_sink_sink(g->ceil);
+	double left = 0, ce[64], he[64], gv[64], fd[64], fh[64], fc[64];
+	struct haccel_gpu_sink_info si;
+	struct haccel_load_stats st;
+	uint64_t sink_ns = 0, wait_ns = 0, load_ns = 0;
+	const char *how = "";
+	json_t *c = json_object(), *h;
+
+	for (unsigned int r = 0; r < o->repeat; r++) {
+		ce[r] = probe_disk(haccel_weights_file(w, 0), qd, bs, 2 * o->probe_seconds, pos);
+		he[r] = probe_h2d(cs, g->host, H2D_PROBE);
+		double x = drop_cache(w, &how);
+		left = x > left ? x : left;
+		gv[r] = run_gpu(w, haccel_gpu_sink_sink(g->load), o, HACCEL_LOAD_DIRECT, &st);
+		if (gv[r] < 0 || he[r] < 0) {
+			json_decref(c);
+			return -1;
+		}
+		sink_ns += st.sink_ns;
+		wait_ns += st.wait_ns;
+		load_ns += st.ns;
+		fd[r] = gv[r] / ce[r];
+		fh[r] = gv[r] / he[r];
+		fc[r] = gv[r] / (ce[r] < he[r] ? ce[r] : he[r]);
+	}
+	double cc = bench_median(ce, o->repeat), hc = bench_median(he, o->repeat);
+	double gc = bench_median(gv, o->repeat), f_d = bench_median(fd, o->repeat);
+	double f_h = bench_median(fh, o->repeat), f_c = bench_median(fc, o->repeat);
+	haccel_gpu_sink_info(g->load, &si);
+	json_object_set_new(c, "cache_drop", json_string(how));
+	json_object_set_new(c, "cached_after_drop", json_real(left));
+	json_object_set_new(c, "disk_ceiling", json_pack("{s:f,s:i,s:i}", "bytes_per_s", cc,
+							  "queue_depth", qd, "block_bytes", bs));
+	json_object_set_new(c, "h2d_ceiling", json_pack("{s:f}", "bytes_per_s", hc));
+	json_object_set_new(c, "haccel", h = fig(gc, 0));
+	json_object_set_new(h, "fraction_of_ceiling", json_real(f_c));
+	json_object_set_new(h, "fraction_of_disk_ceiling", json_real(f_d));
+	json_object_set_new(h, "fraction_of_h2d_ceiling", json_real(f_h));
+	json_object_set_new(c, "io_path", json_string(st.io_path == HACCEL_IO_URING ? "io_uring" : "pread"));
+	json_object_set_new(c, "staging_registered", json_boolean(si.registered));
+	json_object_set_new(c, "sink_share", json_real((double)sink_ns / (double)load_ns));
+	json_object_set_new(c, "wait_share", json_real((double)wait_ns / (double)load_ns));
+	json_object_set_new(out, "cold", c);
+	if (!json)
+		printf("\ncold, into GPU memory (page cache dropped by %s; %.1f%% still cached at worst)\n"
+		       "  disk ceiling      %7.3f GB/s  (depth %u, %u MiB blocks, beside each run)\n"
+		       "  host->GPU ceiling %7.3f GB/s  (%s, 64 MiB copies, beside each run)\n"
+		       "  haccel -> GPU     %7.3f GB/s  %5.1f%% of the smaller ceiling (target >= 95%%): %.1f%% of disk, %.1f%% of host->GPU\n"
+		       "                    [%s, O_DIRECT, depth %u, %u KiB reads, staging %s]\n"
+		       "  (loader thread: %.0f%% waiting for reads, %.0f%% handing chunks to the GPU sink)\n",
+		       how, 100 * left, cc / 1e9, qd, bs >> 20, hc / 1e9,
+		       g->registered ? "pinned" : "PAGEABLE", gc / 1e9, 100 * f_c, 100 * f_d, 100 * f_h,
+		       st.io_path == HACCEL_IO_URING ? "io_uring" : "pread pool", o->qd, o->chunk >> 10,
+		       si.registered ? "registered" : "NOT registered",
+		       100.0 * (double)wait_ns / (double)load_ns, 100.0 * (double)sink_ns / (double)load_ns);
+	return cc;
+}
+
+/* Warm loads into GPU memory beside the copy ceiling. 0 or -1. */
+static int warm_gpu(struct haccel_weights *w, const struct sopts *o, struct gpu_bench *g,
+		    int json, json_t *out)
+{
+	const struct haccel_sink *cs = haccel_gpu_sink_sink(g->ceil);
+	double cached = warm_cache(w), he[64], gv[64], fh[64];
+	struct haccel_gpu_sink_info si;
+	struct haccel_load_stats st;
+	json_t *c = json_object(), *h;
+
+	for (unsigned int r = 0; r < o->repeat; r++) {
+		he[r] = probe_h2d(cs, g->host, H2D_PROBE);
+		gv[r] = run_gpu(w, haccel_gpu_sink_sink(g->load), o, HACCEL_LOAD_BUFFERED, &st);
+		if (gv[r] < 0 || he[r] < 0) {
+			json_decref(c);
+			return -1;
+		}
+		fh[r] = gv[r] / he[r];
+	}
+	double hc = bench_median(he, o->repeat), gc = bench_median(gv, o->repeat);
+	double f_h = bench_median(fh, o->repeat);
+	haccel_gpu_sink_info(g->load, &si);
+	json_object_set_new(c, "cached_before", json_real(cached));
+	json_object_set_new(c, "h2d_ceiling", json_pack("{s:f}", "bytes_per_s", hc));
+	json_object_set_new(c, "haccel", h = fig(gc, 0));
+	json_object_set_new(h, "fraction_of_ceiling", json_real(f_h));
+	json_object_set_new(c, "io_path", json_string(st.io_path == HACCEL_IO_URING ? "io_uring" : "pread"));
+	json_object_set_new(c, "staging_registered", json_boolean(si.registered));
+	json_object_set_new(out, "warm", c);
+	if (!json)
+		printf("\nwarm, into GPU memory (%.1f%% of the files in the page cache)\n"
+		       "  host->GPU ceiling %7.3f GB/s  (%s, 64 MiB copies, beside each run)\n"
+		       "  haccel -> GPU     %7.3f GB/s  %5.1f%% of the host->GPU ceiling  [%s, buffered, %u KiB reads, staging %s]\n",
+		       100 * cached, hc / 1e9, g->registered ? "pinned" : "PAGEABLE", gc / 1e9, 100 * f_h,
+		       st.io_path == HACCEL_IO_URING ? "io_uring" : "pread pool", o->chunk >> 10,
+		       si.registered ? "registered" : "NOT registered");
+	return 0;
+}
+
 int bench_stream(int argc, char **argv, int json)
 {
 	static const uint32_t qds[] = { 1, 4, 16, 32, 64 };
@@ -525,21 +774,34 @@ int bench_stream(int argc, char **argv, int json)
 	/* Without a sweep, the ceiling comes from the cold rounds alone. */
 	uint32_t best_qd = 0, best_bs = 0;
 	uint64_t pos = 0;
-	char *dest;
+	struct gpu_bench g;
+	char *dest = NULL;
 	char err[1024];
 	int ret;
 
+	memset(&g, 0, sizeof(g));
 	ret = parse(argc, argv, &o, &json);
 	if (ret) {
 		json_decref(out);
 		json_decref(probes);
 		return ret > 0 ? EXIT_OK : EXIT_USAGE;
 	}
-	if (o.create && create_checkpoint(o.path, o.create))
-		return EXIT_FAIL;
 	ret = haccel_open(NULL, &ctx);
-	if (!ret)
-		ret = haccel_weights_open(ctx, o.path, 0, &w);
+	if (ret) {
+		tool_err("stream: %s", haccel_strerror(ret));
+		return EXIT_FAIL;
+	}
+	/* No GPU: say so before writing or reading anything. */
+	if (o.cuda && haccel_gpu_info(ctx, &g.info)) {
+		tool_err("stream: --device cuda: %s%s", no_gpu(g.info.reason), g.info.reason);
+		haccel_close(ctx);
+		return EXIT_FAIL;
+	}
+	if (o.create && create_checkpoint(o.path, o.create)) {
+		haccel_close(ctx);
+		return EXIT_FAIL;
+	}
+	ret = haccel_weights_open(ctx, o.path, 0, &w);
 	if (ret) {
 		haccel_last_error(ctx, err, sizeof(err));
 		tool_err("stream: %s: %s", o.path, err[0] ? err : haccel_strerror(ret));
@@ -547,13 +809,30 @@ int bench_stream(int argc, char **argv, int json)
 		return EXIT_FAIL;
 	}
 	haccel_weights_info(w, &info);
-	dest = mmap(NULL, info.dest_bytes ? info.dest_bytes : 1, PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	if (dest == MAP_FAILED) {
-		tool_err("stream: cannot allocate %llu bytes of destination", (unsigned long long)info.dest_bytes);
-		return EXIT_FAIL;
+	if (o.cuda) {
+		if (gpu_bench_init(ctx, info.dest_bytes, &g)) {
+			haccel_weights_close(w);
+			haccel_close(ctx);
+			return EXIT_FAIL;
+		}
+	} else {
+		dest = mmap(NULL, info.dest_bytes ? info.dest_bytes : 1, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		if (dest == MAP_FAILED) {
+			tool_err("stream: cannot allocate %llu bytes of destination", (unsigned long long)info.dest_bytes);
+			return EXIT_FAIL;
+		}
 	}
 	json_object_set_new(out, "benchmark", json_string("stream"));
+	json_object_set_new(out, "device", json_string(o.cuda ? "cuda" : "host"));
+	if (o.cuda) {
+		json_object_set_new(out, "gpu", json_pack("{s:s,s:s}", "name", g.info.name,
+							  "pci_bus_id", g.info.pci_bus_id));
+		json_object_set_new(out, "h2d_ceiling_method",
+				    json_pack("{s:I,s:I,s:b}", "copy_bytes", (json_int_t)H2D_COPY,
+					      "buffer_bytes", (json_int_t)(H2D_BUFS * H2D_COPY),
+					      "registered", g.registered));
+	}
 	json_object_set_new(out, "path", json_string(o.path));
 	json_object_set_new(out, "files", json_integer(info.n_files));
 	json_object_set_new(out, "tensors", json_integer(info.n_tensors));
@@ -561,6 +840,9 @@ int bench_stream(int argc, char **argv, int json)
 	if (!json)
 		printf("haccel-bench stream: %s: %u file(s), %u tensors, %.2f GB; medians of %u runs\n\n",
 		       o.path, info.n_files, info.n_tensors, info.tensor_bytes / 1e9, o.repeat);
+	if (!json && o.cuda)
+		printf("GPU: %s at %s; host->GPU ceiling: 64 MiB copies from a 1 GiB %s buffer\n\n",
+		       g.info.name, g.info.pci_bus_id, g.registered ? "registered" : "PAGEABLE (registration refused)");
 
 	/* The disk ceiling, on the first file (the largest one when sharded
 	 * files differ little). */
@@ -612,7 +894,14 @@ int bench_stream(int argc, char **argv, int json)
 		printf("  best: depth %u, %u MiB blocks; re-measured beside each cold run below\n",
 		       best_qd, best_bs >> 20);
 
-	if (o.cold) {
+	if (o.cold && o.cuda) {
+		double cc = cold_gpu(w, &o, &g, best_qd, best_bs, &pos, json, out);
+
+		if (cc < 0)
+			goto load_failed;
+		if (cc > ceiling)
+			ceiling = cc;
+	} else if (o.cold) {
 		const char *how;
 		double left = 0, hc, mc, cc, hf, mf, ce[64], hv[64], mv[64], hfr[64], mfr[64];
 		uint64_t sink_ns = 0, wait_ns = 0, load_ns = 0;
@@ -673,7 +962,10 @@ int bench_stream(int argc, char **argv, int json)
 	}
 	json_object_set_new(out, "disk_ceiling", json_pack("{s:f,s:i,s:i}", "bytes_per_s", ceiling,
 							    "queue_depth", best_qd, "block_bytes", best_bs));
-	if (o.warm) {
+	if (o.warm && o.cuda) {
+		if (warm_gpu(w, &o, &g, json, out))
+			goto load_failed;
+	} else if (o.warm) {
 		double cached = warm_cache(w), hw, mw;
 		json_t *c = json_object();
 
@@ -698,7 +990,9 @@ int bench_stream(int argc, char **argv, int json)
 			       100 * cached, hw / 1e9, hw / mw,
 			       st.io_path == HACCEL_IO_URING ? "io_uring" : "pread pool", o.threads, mw / 1e9);
 	}
-	munmap(dest, info.dest_bytes ? info.dest_bytes : 1);
+	if (dest)
+		munmap(dest, info.dest_bytes ? info.dest_bytes : 1);
+	gpu_bench_fini(&g);
 	haccel_weights_close(w);
 	haccel_close(ctx);
 	if (json)
@@ -709,5 +1003,6 @@ int bench_stream(int argc, char **argv, int json)
 load_failed:
 	haccel_last_error(ctx, err, sizeof(err));
 	tool_err("stream: load failed: %s", err);
+	gpu_bench_fini(&g);
 	return EXIT_FAIL;
 }

@@ -18,8 +18,13 @@ static void usage(FILE *f)
 		"Benchmarks:\n"
 		"  pools    KV page alloc+free, prefix-cache hits, fork + copy-on-write,\n"
 		"           recurrent-state checkpoint save/restore against memcpy\n"
-		"  stream   weight loading from disk against the disk ceiling and a plain\n"
-		"           mmap + memcpy loader, cold and warm\n"
+		"  stream   weight loading from disk into host or GPU memory, cold and warm,\n"
+		"           against the disk (and host->GPU copy) ceiling and mmap + memcpy\n"
+		"  kernels  the CUDA kernels against the device copy bandwidth and the\n"
+		"           cuBLASLt bf16 GEMM rate measured in the same run\n"
+		"  decode   decode steps of a model on the GPU at a long context, against\n"
+		"           the step's bytes-moved roofline\n"
+		"  prefill  prefill of a model on the GPU, against its GEMM-rate bound\n"
 		"\n"
 		"Run 'haccel-bench BENCHMARK --help' for its options. See haccel-bench(1).\n"
 		"Exit status: 0 success, 1 failure, 2 usage error.\n");
@@ -100,6 +105,12 @@ int main(int argc, char **argv)
 		return bench_pools(argc - i, argv + i, json);
 	if (!strcmp(argv[i], "stream"))
 		return bench_stream(argc - i, argv + i, json);
+	if (!strcmp(argv[i], "kernels"))
+		return bench_kernels(argc - i, argv + i, json);
+	if (!strcmp(argv[i], "decode"))
+		return bench_model(argc - i, argv + i, json, false);
+	if (!strcmp(argv[i], "prefill"))
+		return bench_model(argc - i, argv + i, json, true);
 	tool_err("unknown benchmark '%s' (see haccel-bench --help)", argv[i]);
 	return EXIT_USAGE;
 }

@@ -29,11 +29,13 @@ struct prompt {
 	float *logits;
 };
 
+enum { DEV_AUTO = 0, DEV_CPU, DEV_CUDA };
+
 struct ropts {
 	const char *dir, *prompt, *tokens, *batch;
 	uint64_t max_new, seed, chunk, max_seq;
 	double temperature, top_p;
-	int json, quiet;
+	int json, quiet, device, no_graphs;
 };
 
 static void usage(FILE *f)
@@ -56,7 +58,9 @@ static void usage(FILE *f)
 		"      --seed S          sampling seed (default 1; prompt i uses S + i)\n"
 		"      --chunk N         prefill chunk size in tokens (default 64)\n"
 		"      --max-seq N       longest sequence (default: longest prompt + max-new)\n"
-		"      --device cpu      backend (cpu is the only one in this release)\n"
+		"      --device DEV      cpu, cuda, or auto: cuda when there is a usable GPU\n"
+		"                        and this build has GPU kernels, else cpu (default)\n"
+		"      --no-graphs       cuda: launch each step's kernels, no CUDA graphs\n"
 		"Output:\n"
 		"  -j, --json            one JSON object on stdout\n"
 		"  -q, --quiet           no streamed text, only the summary\n"
@@ -116,7 +120,7 @@ static char *bytes_text(const int32_t *t, uint32_t n)
 
 static int parse(int argc, char **argv, struct ropts *o)
 {
-	enum { O_TEMP = 256, O_TOPP, O_SEED, O_CHUNK, O_MAXSEQ, O_DEVICE };
+	enum { O_TEMP = 256, O_TOPP, O_SEED, O_CHUNK, O_MAXSEQ, O_DEVICE, O_NOGRAPHS };
 	static const struct option lo[] = {
 		{ "prompt", required_argument, NULL, 'p' },
 		{ "tokens", required_argument, NULL, 't' },
@@ -128,6 +132,7 @@ static int parse(int argc, char **argv, struct ropts *o)
 		{ "chunk", required_argument, NULL, O_CHUNK },
 		{ "max-seq", required_argument, NULL, O_MAXSEQ },
 		{ "device", required_argument, NULL, O_DEVICE },
+		{ "no-graphs", no_argument, NULL, O_NOGRAPHS },
 		{ "json", no_argument, NULL, 'j' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -169,12 +174,18 @@ static int parse(int argc, char **argv, struct ropts *o)
 				goto bad;
 			break;
 		case O_DEVICE:
-			if (strcmp(optarg, "cpu")) {
-				tool_err("--device %s: this build runs on the cpu only (the CUDA backend comes in a later release)",
-					 optarg);
+			if (!strcmp(optarg, "cpu"))
+				o->device = DEV_CPU;
+			else if (!strcmp(optarg, "cuda"))
+				o->device = DEV_CUDA;
+			else if (!strcmp(optarg, "auto"))
+				o->device = DEV_AUTO;
+			else {
+				tool_err("--device %s: give cpu, cuda or auto", optarg);
 				return -EINVAL;
 			}
 			break;
+		case O_NOGRAPHS: o->no_graphs = 1; break;
 		case 'j': o->json = 1; break;
 		case 'q': o->quiet = 1; break;
 		case 'h':
@@ -260,7 +271,7 @@ int main(int argc, char **argv)
 	struct ropts o;
 	uint32_t n = 1, longest = 0;
 	uint64_t pre_tok = 0, dec_tok = 0, peak_pages = 0;
-	double pre_s = 0, dec_s = 0, t_open;
+	double pre_s = 0, dec_s = 0, t_open, ttft = -1, t_start = now();
 	char err[1024];
 	int ret, stream;
 
@@ -292,6 +303,14 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	haccel_model_params_init(&mp);
+	if (o.device == DEV_AUTO) {
+		struct haccel_gpu_info gi;
+
+		o.device = !haccel_gpu_info(ctx, &gi) && gi.kernels ? DEV_CUDA : DEV_CPU;
+	}
+	mp.device = o.device == DEV_CUDA ? HACCEL_DEVICE_CUDA : HACCEL_DEVICE_CPU;
+	if (o.no_graphs)
+		mp.flags |= HACCEL_MODEL_NO_GRAPHS;
 	mp.max_seqs = n;
 	mp.max_seq_tokens = (uint32_t)(o.max_seq ? o.max_seq : longest + o.max_new + 1);
 	mp.max_step_tokens = (uint32_t)(o.chunk * n);
@@ -398,6 +417,8 @@ int main(int argc, char **argv)
 			}
 			haccel_model_sample(m, q->logits, (float)o.temperature, (float)o.top_p, &q->rng, &tok);
 			q->out[q->n_out++] = tok;
+			if (ttft < 0)
+				ttft = now() - t_start;
 			if (stream) {
 				char *t = bytes_text(&tok, 1);
 				fputs(t, stdout);
@@ -420,11 +441,15 @@ int main(int argc, char **argv)
 	if (info.kv)
 		haccel_kv_pool_stats(info.kv, &ks);
 	double load_s = (double)info.load_ns / 1e9;
+	const char *dev_name = o.device == DEV_CUDA ? "cuda" : "cpu";
 	if (o.json) {
 		json_t *r = json_object(), *arr = json_array();
 
 		json_object_set_new(r, "model", json_string(o.dir));
-		json_object_set_new(r, "device", json_string("cpu"));
+		json_object_set_new(r, "device", json_string(dev_name));
+		json_object_set_new(r, "graphs", json_boolean(o.device == DEV_CUDA && !o.no_graphs));
+		json_object_set_new(r, "open_seconds", json_real(t_open));
+		json_object_set_new(r, "first_token_seconds", json_real(ttft));
 		for (uint32_t i = 0; i < n; i++) {
 			json_t *e = json_object(), *toks = json_array();
 			for (uint32_t t = 0; t < p[i].n_out; t++)
@@ -473,12 +498,12 @@ int main(int argc, char **argv)
 				}
 			}
 		fprintf(stderr,
-			"haccel-run: %u prompt(s) on the cpu; %llu parameters\n"
+			"haccel-run: %u prompt(s) on the %s; %llu parameters; first token after %.3f s\n"
 			"  prefill  %6llu tokens in %.3f s: %10.1f tokens/s\n"
 			"  decode   %6llu tokens in %.3f s: %10.1f tokens/s\n"
 			"  kv pages %llu used at peak of %llu; state slots %llu of %llu\n"
 			"  weights  %s in %.3f s: %.2f GB/s (%s, %s); model opened in %.3f s\n",
-			n, (unsigned long long)info.params,
+			n, dev_name, (unsigned long long)info.params, ttft,
 			(unsigned long long)pre_tok, pre_s, pre_s > 0 ? pre_tok / pre_s : 0.0,
 			(unsigned long long)dec_tok, dec_s, dec_s > 0 ? dec_tok / dec_s : 0.0,
 			(unsigned long long)peak_pages, (unsigned long long)ks.pages_total,

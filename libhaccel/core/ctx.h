@@ -24,6 +24,8 @@ struct haccel_ctx {
 	/* Protected by lock: written by any thread. */
 	pthread_mutex_t lock;
 	char last_error[1024];
+	uint64_t n_errors;           /* haccel__fail() calls: tells a caller
+				      * whether a callee stored its own message */
 	struct haccel_hostmem_stats *hostmem_stats; /* owned, see hostmem.c */
 	struct haccel__cuda *cuda;   /* loaded on first use, see gpu/cuda.c */
 	struct haccel__gpu *gpu;     /* module and streams, see gpu/module.c */

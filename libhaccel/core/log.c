@@ -57,6 +57,7 @@ int haccel__fail(struct haccel_ctx *ctx, int status, const char *fmt, ...)
 	va_end(ap);
 	pthread_mutex_lock(&ctx->lock);
 	memcpy(ctx->last_error, line, sizeof(line));
+	ctx->n_errors++;
 	pthread_mutex_unlock(&ctx->lock);
 	if (ctx->log_level >= HACCEL_LOG_ERROR)
 		emit(ctx, HACCEL_LOG_ERROR, line);

@@ -8,6 +8,7 @@
 
 #include "core/ctx.h"
 #include "core/log.h"
+#include "gpu/blas.h"
 #include "gpu/module.h"
 
 int haccel__gpu_get(struct haccel_ctx *ctx, struct haccel__gpu **out)
@@ -66,6 +67,7 @@ void haccel__gpu_fini(struct haccel_ctx *ctx)
 	if (!g)
 		return;
 	g->cu->StreamSynchronize(g->stream);
+	haccel__blas_fini(g);
 	g->cu->StreamDestroy(g->stream);
 	g->cu->ModuleUnload(g->module);
 	free(g);

@@ -23,6 +23,7 @@ struct haccel__gpu {
 	struct haccel__cuda *cu;
 	void *module;
 	void *stream;              /* compute stream, non-blocking */
+	struct haccel__blas *blas; /* cuBLASLt, loaded on first GEMM */
 	struct {
 		const char *name;
 		void *fn;

@@ -41,17 +41,26 @@ int haccel__cuda_rmsnorm(struct haccel__gpu *g, void *stream, haccel__dptr y,
 int haccel__cuda_layernorm(struct haccel__gpu *g, void *stream, haccel__dptr y,
 			   haccel__dptr x, haccel__dptr w, haccel__dptr b,
 			   uint32_t T, uint32_t D, float eps);
-/* table is fp32 [V][D] (tok out of range: zeros). */
+/* table is bf16 [V][D], the stored embedding (callers check token ids). */
 int haccel__cuda_embed(struct haccel__gpu *g, void *stream, haccel__dptr y,
 		       haccel__dptr table, haccel__dptr tok, uint32_t T,
 		       uint32_t D);
 int haccel__cuda_swiglu(struct haccel__gpu *g, void *stream, haccel__dptr y,
 			haccel__dptr gate, haccel__dptr up, size_t n);
-/* src: a device array of n_src device pointers (each [T][D] fp32). */
+/* The n_src sources are [T][D] fp32 each, source i at src0 + i *
+ * src_stride floats (the model keeps its blocks in one array). */
 int haccel__cuda_attn_res_mix(struct haccel__gpu *g, void *stream,
-			      haccel__dptr h, haccel__dptr src, uint32_t n_src,
+			      haccel__dptr h, haccel__dptr src0,
+			      uint64_t src_stride, uint32_t n_src,
 			      haccel__dptr query, haccel__dptr norm_w,
 			      uint32_t T, uint32_t D, float eps);
+/* y = a + b over n floats (y may alias a or b). */
+int haccel__cuda_add(struct haccel__gpu *g, void *stream, haccel__dptr y,
+		     haccel__dptr a, haccel__dptr b, size_t n);
+/* dst[r][0..D) = src[rows[r]][0..D) for r < R; rows uint32_t on the device. */
+int haccel__cuda_gather_rows(struct haccel__gpu *g, void *stream,
+			     haccel__dptr dst, haccel__dptr src,
+			     haccel__dptr rows, uint32_t R, uint32_t D);
 /* y[i] = bf16(x[i]) for n values (the GEMM input), round to nearest even. */
 int haccel__cuda_to_bf16(struct haccel__gpu *g, void *stream, haccel__dptr y,
 			 haccel__dptr x, size_t n);
@@ -63,6 +72,13 @@ int haccel__cuda_scale(struct haccel__gpu *g, void *stream, haccel__dptr y,
 int haccel__cuda_copy_rows(struct haccel__gpu *g, void *stream,
 			   haccel__dptr dst, uint32_t dst_ld, haccel__dptr src,
 			   uint32_t src_ld, uint32_t T, uint32_t n);
+/* Load-time conversion of n values: src_type and dst_type are 0 (f32),
+ * 1 (bf16) or 2 (f16, source only); src may have any alignment. */
+int haccel__cuda_convert(struct haccel__gpu *g, void *stream, haccel__dptr dst,
+			 int dst_type, haccel__dptr src, int src_type, size_t n);
+/* dst[upd[1 + 2i]] = upd[2 + 2i] for i < upd[0] (uint32_t, on the device). */
+int haccel__cuda_scatter_u32(struct haccel__gpu *g, void *stream, haccel__dptr dst,
+			     haccel__dptr upd);
 /* Greedy sampling: out[r] = argmax of logits[r][0..V) (ties: the smaller
  * index; NaN ranks below every number), for R rows. */
 int haccel__cuda_argmax(struct haccel__gpu *g, void *stream, haccel__dptr out,

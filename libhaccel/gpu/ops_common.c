@@ -110,16 +110,39 @@ int haccel__cuda_copy_rows(struct haccel__gpu *g, void *stream, haccel__dptr dst
 }
 
 int haccel__cuda_attn_res_mix(struct haccel__gpu *g, void *stream, haccel__dptr h,
-			      haccel__dptr src, uint32_t n_src, haccel__dptr query,
-			      haccel__dptr norm_w, uint32_t T, uint32_t D, float eps)
+			      haccel__dptr src0, uint64_t src_stride, uint32_t n_src,
+			      haccel__dptr query, haccel__dptr norm_w, uint32_t T, uint32_t D,
+			      float eps)
 {
 	FN("haccel_attn_res_mix");
-	if (n_src > 64)
+	if (n_src > 64 || !n_src)
 		return -EINVAL;
 	if (!T)
 		return 0;
 	return HACCEL__LAUNCH(g, fn, T, 1, 1, row_threads(D) > 256 ? 256 : row_threads(D), 1, 1,
-			      0, stream, &h, &src, &n_src, &query, &norm_w, &T, &D, &eps);
+			      0, stream, &h, &src0, &src_stride, &n_src, &query, &norm_w, &T, &D,
+			      &eps);
+}
+
+int haccel__cuda_add(struct haccel__gpu *g, void *stream, haccel__dptr y, haccel__dptr a,
+		     haccel__dptr b, size_t n)
+{
+	uint64_t n64 = n;
+
+	FN("haccel_add");
+	if (!n)
+		return 0;
+	return HACCEL__LAUNCH(g, fn, grid_for(n), 1, 1, 256, 1, 1, 0, stream, &y, &a, &b, &n64);
+}
+
+int haccel__cuda_gather_rows(struct haccel__gpu *g, void *stream, haccel__dptr dst,
+			     haccel__dptr src, haccel__dptr rows, uint32_t R, uint32_t D)
+{
+	FN("haccel_gather_rows");
+	if (!R)
+		return 0;
+	return HACCEL__LAUNCH(g, fn, R, 1, 1, row_threads(D) > 256 ? 256 : row_threads(D), 1, 1,
+			      0, stream, &dst, &src, &rows, &D);
 }
 
 int haccel__cuda_argmax(struct haccel__gpu *g, void *stream, haccel__dptr out,
@@ -129,4 +152,25 @@ int haccel__cuda_argmax(struct haccel__gpu *g, void *stream, haccel__dptr out,
 	if (!R)
 		return 0;
 	return HACCEL__LAUNCH(g, fn, R, 1, 1, 1024, 1, 1, 0, stream, &out, &logits, &V);
+}
+
+int haccel__cuda_convert(struct haccel__gpu *g, void *stream, haccel__dptr dst, int dst_type,
+			 haccel__dptr src, int src_type, size_t n)
+{
+	uint64_t n64 = n;
+
+	FN("haccel_convert");
+	if (src_type < 0 || src_type > 2 || dst_type < 0 || dst_type > 1)
+		return -EINVAL;
+	if (!n)
+		return 0;
+	return HACCEL__LAUNCH(g, fn, grid_for(n), 1, 1, 256, 1, 1, 0, stream, &dst, &dst_type, &src,
+			      &src_type, &n64);
+}
+
+int haccel__cuda_scatter_u32(struct haccel__gpu *g, void *stream, haccel__dptr dst,
+			     haccel__dptr upd)
+{
+	FN("haccel_scatter_u32");
+	return HACCEL__LAUNCH(g, fn, 1, 1, 1, 256, 1, 1, 0, stream, &dst, &upd);
 }

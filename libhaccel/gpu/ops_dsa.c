@@ -1,3 +1,221 @@
 // SPDX-License-Identifier: MIT
-/* Placeholder: being written. */
+/*
+ * Host side of kernels/dsa.cu: argument checks, launch shapes, the shared
+ * memory each kernel carves (the same sums as the kernels' layouts) and the
+ * scratch layouts. Nothing here allocates or synchronises.
+ */
 #include "config.h"
+
+#include <errno.h>
+
+#include "gpu/ops.h"
+#include "model/cpu/ops.h"
+
+#define FN(name)                                              \
+	void *fn;                                             \
+	int ret = haccel__gpu_fn(g, name, &fn);               \
+	if (ret)                                              \
+		return ret
+
+/* The largest dynamic shared memory a block may have (sm_90). */
+#define MAX_SMEM (227 * 1024)
+
+/* Kernels above the default 48 KiB must say so before their launch; the
+ * call is cheap and allowed while a stream is being captured. */
+static int smem_attr(struct haccel__gpu *g, void *fn, uint32_t bytes)
+{
+	if (bytes <= 48 * 1024)
+		return 0;
+	return HACCEL__CU(g->ctx, g->cu->FuncSetAttribute(fn, HACCEL__CU_FUNC_ATTR_MAX_DYN_SMEM,
+							  (int)bytes));
+}
+
+int haccel__cuda_rope(struct haccel__gpu *g, void *stream, haccel__dptr x, uint32_t T,
+		      uint32_t n_vec, size_t tok_stride, size_t vec_stride, uint32_t dim,
+		      haccel__dptr pos, float theta, int layout)
+{
+	uint64_t ts = tok_stride, vs = vec_stride;
+	uint32_t half = dim / 2;
+
+	if (layout != HACCEL__ROPE_NEOX && layout != HACCEL__ROPE_INTERLEAVED)
+		return -EINVAL;
+	/* The angles of one token: dim / 2 (cos, sin) pairs. */
+	if ((size_t)half * 8 > 48 * 1024)
+		return -EINVAL;
+	FN("haccel_rope");
+	if (!T || !n_vec || !half)
+		return 0;
+	return HACCEL__LAUNCH(g, fn, T, 1, 1, 256, 1, 1, half * 8, stream, &x, &n_vec, &ts, &vs,
+			      &dim, &pos, &theta, &layout);
+}
+
+int haccel__cuda_hadamard128(struct haccel__gpu *g, void *stream, haccel__dptr x, uint32_t n)
+{
+	FN("haccel_hadamard128");
+	if (!n)
+		return 0;
+	/* A warp per vector, 8 a block. */
+	return HACCEL__LAUNCH(g, fn, (n + 7) / 8, 1, 1, 256, 1, 1, 0, stream, &x, &n);
+}
+
+int haccel__cuda_mla_kv_write(struct haccel__gpu *g, void *stream, haccel__dptr region,
+			      haccel__dptr slots, haccel__dptr latent, haccel__dptr k_pe,
+			      uint32_t T, uint32_t dr)
+{
+	FN("haccel_dsa_kv_write");
+	if (!T)
+		return 0;
+	return HACCEL__LAUNCH(g, fn, T, 1, 1, 128, 1, 1, 0, stream, &region, &slots, &latent,
+			      &k_pe, &dr);
+}
+
+int haccel__cuda_index_k_write(struct haccel__gpu *g, void *stream, haccel__dptr region,
+			       haccel__dptr slots, haccel__dptr ik, uint32_t T)
+{
+	FN("haccel_dsa_index_k_write");
+	if (!T)
+		return 0;
+	/* A warp per token, 4 a block. */
+	return HACCEL__LAUNCH(g, fn, (T + 3) / 4, 1, 1, 128, 1, 1, 0, stream, &region, &slots,
+			      &ik, &T);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Indexer                                                                  */
+
+#define IX_CHUNK 8192       /* kernels/dsa.cu: DSA_IX_CHUNK */
+#define IX_MAX_HEADS 128
+#define IX_MAX_TOPK 4096    /* the sort buffer: 8 bytes an entry, 32 KiB */
+
+static uint64_t align256(uint64_t v)
+{
+	return (v + 255) & ~(uint64_t)255;
+}
+
+/* Scratch: a counter per token, then per token and chunk the chunk's
+ * min(topk, 8192) candidates, 8 bytes each. */
+size_t haccel__cuda_indexer_scratch(uint32_t T, uint32_t max_pos, uint32_t topk)
+{
+	uint64_t chunks = max_pos / IX_CHUNK + 1, cc = topk < IX_CHUNK ? topk : IX_CHUNK;
+
+	return align256((uint64_t)T * 4) + (uint64_t)T * chunks * cc * 8;
+}
+
+int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr sel,
+			      haccel__dptr n_sel, haccel__dptr q, haccel__dptr w, uint32_t T,
+			      uint32_t IH, haccel__dptr pos, haccel__dptr bt_row,
+			      haccel__dptr region, haccel__dptr block_tables, uint32_t bt_stride,
+			      uint32_t page_tokens, uint32_t topk, uint32_t max_pos,
+			      haccel__dptr scratch)
+{
+	uint32_t chunks = max_pos / IX_CHUNK + 1, NT = (IH + 7) / 8;
+	/* keys, query fragments and head weights, 4 warps x 3 slabs of 32
+	 * records, histogram, selection state (dsa.cu, haccel_dsa_indexer) */
+	uint32_t smem = IX_CHUNK * 4 + NT * (2048 + 32) + 4 * 3 * 32 * 132 + 1024 + 96;
+	uint32_t vec16 = page_tokens % 4 == 0 && region % 16 == 0;
+	haccel__dptr counters = scratch, cand = scratch + align256((uint64_t)T * 4);
+
+	if (!IH || IH > IX_MAX_HEADS || !topk || topk > IX_MAX_TOPK || !page_tokens ||
+	    chunks > 65535 || !scratch || region % 4)
+		return -EINVAL;
+	FN("haccel_dsa_indexer");
+	if (!T)
+		return 0;
+	ret = smem_attr(g, fn, smem);
+	if (ret)
+		return ret;
+	/* The last block of a token is found by counting; zeroed here so that
+	 * scratch needs no state between calls (or graph replays). */
+	ret = HACCEL__CU(g->ctx, g->cu->MemsetD8Async(counters, 0, (size_t)T * 4,
+						      stream ? stream : g->stream));
+	if (ret)
+		return ret;
+	return HACCEL__LAUNCH(g, fn, T, chunks, 1, 128, 1, 1, smem, stream, &sel, &n_sel, &q, &w,
+			      &IH, &NT, &pos, &bt_row, &region, &block_tables, &bt_stride,
+			      &page_tokens, &topk, &max_pos, &chunks, &vec16, &counters, &cand);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sparse MLA                                                               */
+
+#define MLA_L 64            /* records a tile (DSA_MLA_L) */
+#define MLA_MAX_TILES 32    /* tiles a split: its slot list in shared memory */
+#define MLA_BLOCKS 512      /* blocks worth filling the GPU with */
+
+/* Heads a block: 16 when there are no more, else 32 (two m-tiles). */
+static uint32_t mla_hg(uint32_t H)
+{
+	return H <= 16 ? 16 : 32;
+}
+
+/*
+ * Splits of each token's selection: enough blocks to fill the GPU (about
+ * MLA_BLOCKS over tokens and head groups), no more than there are tiles,
+ * no more than MLA_MAX_TILES tiles a split. tps: tiles a split.
+ */
+static uint32_t mla_splits(uint32_t T, uint32_t H, uint32_t topk, uint32_t *tps)
+{
+	uint64_t tiles = (topk + MLA_L - 1) / MLA_L, hg = (H + mla_hg(H) - 1) / mla_hg(H);
+	uint64_t per = (uint64_t)T * hg, n = (MLA_BLOCKS + per - 1) / per;
+
+	if (n > tiles)
+		n = tiles;
+	if (n < (tiles + MLA_MAX_TILES - 1) / MLA_MAX_TILES)
+		n = (tiles + MLA_MAX_TILES - 1) / MLA_MAX_TILES;
+	if (n < 1)
+		n = 1;
+	*tps = (uint32_t)((tiles + n - 1) / n);
+	return (uint32_t)n;
+}
+
+/* Partial results of every split, for the combine step: O [T][splits][H]
+ * [512], then (m, l) [T][splits][H]. One split writes o_lat directly. */
+size_t haccel__cuda_sparse_mla_scratch(uint32_t T, uint32_t H, uint32_t topk)
+{
+	uint32_t tps, n = mla_splits(T, H, topk, &tps);
+
+	return n > 1 ? (size_t)T * n * H * (512 + 2) * 4 : 0;
+}
+
+int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_lat,
+			    haccel__dptr q_lat, haccel__dptr q_pe, uint32_t T, uint32_t H,
+			    uint32_t dr, haccel__dptr sel, haccel__dptr n_sel, uint32_t topk,
+			    haccel__dptr bt_row, haccel__dptr region, haccel__dptr block_tables,
+			    uint32_t bt_stride, uint32_t page_tokens, float scale,
+			    haccel__dptr scratch)
+{
+	uint32_t tps, n_split = mla_splits(T, H, topk, &tps), hgs = mla_hg(H);
+	uint32_t n_hg = (H + hgs - 1) / hgs;
+	/* latent codes, two buffers of scales and rope, latent in fp16,
+	 * queries (fp16 hi/lo, bf16 hi/lo), S, P, the split's slots, per head
+	 * m/l/alpha/kq, 8 warp maxima (dsa.cu, dsa_mla) */
+	uint32_t smem = MLA_L * 512 + 2 * MLA_L * (16 + 2 * dr) + MLA_L * 1024 +
+			hgs * (2048 + 256 + 72 * 4 + 128 + 16) + tps * MLA_L * 4 + 32;
+	uint64_t blocks = (uint64_t)T * n_split * n_hg;
+
+	/* The rope part is k-steps of 16 in the MMA; records are copied in
+	 * 16-byte pieces. */
+	if (!H || dr % 16 || dr > 64 || !topk || !page_tokens || region % 16 ||
+	    blocks > 0x7fffffff || (uint64_t)T * H > 0x7fffffff || (n_split > 1 && !scratch) ||
+	    smem > MAX_SMEM)
+		return -EINVAL;
+	void *fn, *comb = NULL;
+	int ret = haccel__gpu_fn(g, hgs == 16 ? "haccel_dsa_mla_h16" : "haccel_dsa_mla_h32", &fn);
+	if (!ret && n_split > 1)
+		ret = haccel__gpu_fn(g, "haccel_dsa_mla_combine", &comb);
+	if (ret)
+		return ret;
+	if (!T)
+		return 0;
+	ret = smem_attr(g, fn, smem);
+	if (ret)
+		return ret;
+	ret = HACCEL__LAUNCH(g, fn, (uint32_t)blocks, 1, 1, 256, 1, 1, smem, stream, &o_lat,
+			     &scratch, &q_lat, &q_pe, &H, &dr, &sel, &n_sel, &topk, &bt_row,
+			     &region, &block_tables, &bt_stride, &page_tokens, &scale, &n_split,
+			     &tps, &n_hg);
+	if (ret || n_split == 1)
+		return ret;
+	return HACCEL__LAUNCH(g, comb, T * H, 1, 1, 128, 1, 1, 0, stream, &o_lat, &scratch, &T, &H,
+			      &n_split);
+}

@@ -1,3 +1,204 @@
 // SPDX-License-Identifier: MIT
-/* Placeholder: being written. */
+/*
+ * Host side of kernels/kda.cu: argument checks and launch shapes of the KDA
+ * ops. seg_off is uint32_t[n_seg + 1] and seg_slot uint32_t[n_seg] on the
+ * device; the slots of one launch must be distinct.
+ *
+ * Limits (-EINVAL beyond them): conv W <= 8; recurrent K <= 256 and
+ * V % 4 == 0; chunked K % 16 == 0, K <= 256, V % 4 == 0, V <= 256; the
+ * state (base and slot stride), and for the recurrence v and o, for the
+ * chunked form o and the scratch, 16-byte aligned (they move as float4).
+ */
 #include "config.h"
+
+#include <errno.h>
+#include <math.h>
+
+#include "gpu/ops.h"
+
+/* Must match kernels/kda.cu. */
+#define KDA_C 64
+#define KDA_MAX_K 256
+#define KDA_TILE_V 32
+
+#define FN(name)                                              \
+	void *fn;                                             \
+	int ret = haccel__gpu_fn(g, name, &fn);               \
+	if (ret)                                              \
+		return ret
+
+/* A grid-stride launch over n values. */
+static unsigned int grid_for(size_t n)
+{
+	size_t b = (n + 255) / 256;
+
+	return b < 1 ? 1 : b > 4096 ? 4096 : (unsigned int)b;
+}
+
+static int misaligned(uint64_t x)
+{
+	return (x & 15) != 0;
+}
+
+int haccel__cuda_kda_conv(struct haccel__gpu *g, void *stream, haccel__dptr out,
+			  haccel__dptr in, uint32_t T, uint32_t C, haccel__dptr w, uint32_t W,
+			  uint32_t n_seg, haccel__dptr seg_off, haccel__dptr seg_slot,
+			  haccel__dptr tail_base, uint64_t slot_stride)
+{
+	unsigned int cb = (C + 255) / 256;
+	void *tail_fn;
+
+	if (W > 8 || cb > 65535)
+		return -EINVAL;
+	/* W = 0 does nothing, as the CPU op. */
+	if (!T || !C || !W || !n_seg)
+		return 0;
+	FN("haccel_kda_conv");
+	ret = haccel__gpu_fn(g, "haccel_kda_conv_tail", &tail_fn);
+	if (ret)
+		return ret;
+	ret = HACCEL__LAUNCH(g, fn, T, cb, 1, 256, 1, 1, 0, stream, &out, &in, &C, &w, &W,
+			     &n_seg, &seg_off, &seg_slot, &tail_base, &slot_stride);
+	if (ret || W == 1)
+		return ret;
+	/* Stream order puts every read of the old tails before this. */
+	return HACCEL__LAUNCH(g, tail_fn, n_seg, cb, 1, 256, 1, 1, 0, stream, &in, &C, &W,
+			      &seg_off, &seg_slot, &tail_base, &slot_stride);
+}
+
+int haccel__cuda_kda_gate(struct haccel__gpu *g, void *stream, haccel__dptr gt,
+			  haccel__dptr g_raw, uint32_t T, uint32_t H, uint32_t K,
+			  haccel__dptr A_log, haccel__dptr dt_bias, int form, float lb)
+{
+	uint64_t n = (uint64_t)T * H * K;
+
+	if (!n)
+		return 0;
+	FN("haccel_kda_gate");
+	return HACCEL__LAUNCH(g, fn, grid_for(n), 1, 1, 256, 1, 1, 0, stream, &gt, &g_raw, &H,
+			      &K, &A_log, &dt_bias, &form, &lb, &n);
+}
+
+int haccel__cuda_kda_prep(struct haccel__gpu *g, void *stream, haccel__dptr q,
+			  haccel__dptr k, haccel__dptr beta, uint32_t T, uint32_t H, uint32_t K)
+{
+	uint64_t rows = (uint64_t)T * H;
+	/* K^-1/2 rounded once to fp32, as the CPU op. */
+	float scale = (float)(1.0 / sqrt((double)K));
+
+	if ((rows + 7) / 8 > 0x7fffffffu)
+		return -EINVAL;
+	if (!rows || !K)
+		return 0;
+	FN("haccel_kda_prep");
+	return HACCEL__LAUNCH(g, fn, (unsigned int)((rows + 7) / 8), 1, 1, 256, 1, 1, 0, stream,
+			      &q, &k, &beta, &K, &rows, &scale);
+}
+
+int haccel__cuda_kda_recurrent(struct haccel__gpu *g, void *stream, haccel__dptr q,
+			       haccel__dptr k, haccel__dptr v, haccel__dptr gt,
+			       haccel__dptr beta, haccel__dptr o, uint32_t T, uint32_t H,
+			       uint32_t K, uint32_t V, uint32_t n_seg, haccel__dptr seg_off,
+			       haccel__dptr seg_slot, haccel__dptr state_base,
+			       uint64_t slot_stride)
+{
+	const char *name = K <= 64 ? "haccel_kda_recurrent_64" :
+			   K <= 128 ? "haccel_kda_recurrent_128" : "haccel_kda_recurrent_256";
+
+	if (!K || K > KDA_MAX_K || !V || V % 4 || H > 65535 || n_seg > 0x7fffffffu ||
+	    misaligned(v) || misaligned(o) || misaligned(state_base) || misaligned(slot_stride))
+		return -EINVAL;
+	if (!T || !H || !n_seg)
+		return 0;
+	FN(name);
+	return HACCEL__LAUNCH(g, fn, n_seg, H, (V + KDA_TILE_V - 1) / KDA_TILE_V, 256, 1, 1, 0,
+			      stream, &q, &k, &v, &gt, &beta, &o, &H, &K, &V, &seg_off,
+			      &seg_slot, &state_base, &slot_stride);
+}
+
+static size_t chunk_floats(uint32_t K, uint32_t V)
+{
+	return (size_t)KDA_C * (3 * K + V + KDA_C) + K;
+}
+
+/* Dynamic shared memory of the two passes, in bytes: kda_prep_smem() and
+ * kda_state_smem() of kernels/kda.cu. */
+static size_t prep_smem(uint32_t K, uint32_t V)
+{
+	uint32_t D = K > V ? K : V;
+
+	D = D > KDA_C + 4 ? D : KDA_C + 4;
+	return 4 * (size_t)KDA_C * (3 * (D + 1) + 1);
+}
+
+static size_t state_smem(uint32_t K)
+{
+	return 4 * ((size_t)K * (KDA_TILE_V + 4) + 2 * (size_t)KDA_C * (K + 4) +
+		    2 * (size_t)KDA_C * (KDA_TILE_V + 4) + (size_t)KDA_C * (KDA_C + 4) + 2 * K);
+}
+
+size_t haccel__cuda_kda_chunked_scratch(uint32_t T, uint32_t H, uint32_t K, uint32_t V,
+					uint32_t n_seg)
+{
+	return ((size_t)(T + KDA_C - 1) / KDA_C + n_seg) * H * chunk_floats(K, V) * sizeof(float);
+}
+
+int haccel__cuda_kda_chunked(struct haccel__gpu *g, void *stream, haccel__dptr q,
+			     haccel__dptr k, haccel__dptr v, haccel__dptr gt, haccel__dptr beta,
+			     haccel__dptr o, uint32_t T, uint32_t H, uint32_t K, uint32_t V,
+			     uint32_t n_seg, haccel__dptr seg_off, haccel__dptr seg_slot,
+			     haccel__dptr state_base, uint64_t slot_stride, haccel__dptr scratch)
+{
+	uint64_t slots = (uint64_t)(T + KDA_C - 1) / KDA_C + n_seg;
+	/* The largest needs (K = V = 256), set every time: idempotent, so
+	 * concurrent callers never lower each other's limit. */
+	int smem_max = (int)prep_smem(KDA_MAX_K, KDA_MAX_K);
+	void *state_fn;
+
+	if (!K || K % 16 || K > KDA_MAX_K || !V || V % 4 || V > KDA_MAX_K || H > 65535 ||
+	    slots > 0x7fffffffu || misaligned(q) || misaligned(k) || misaligned(v) ||
+	    misaligned(gt) || misaligned(o) || misaligned(scratch) ||
+	    misaligned(state_base) || misaligned(slot_stride))
+		return -EINVAL;
+	if (!T || !H || !n_seg)
+		return 0;
+	if (!scratch)
+		return -EINVAL;
+	FN("haccel_kda_chunk_prep");
+	ret = haccel__gpu_fn(g, "haccel_kda_chunk_state", &state_fn);
+	if (ret)
+		return ret;
+	if ((int)state_smem(KDA_MAX_K) > smem_max)
+		smem_max = (int)state_smem(KDA_MAX_K);
+	ret = HACCEL__CU(g->ctx, g->cu->FuncSetAttribute(fn, HACCEL__CU_FUNC_ATTR_MAX_DYN_SMEM,
+							 smem_max));
+	if (!ret)
+		ret = HACCEL__CU(g->ctx, g->cu->FuncSetAttribute(
+						 state_fn, HACCEL__CU_FUNC_ATTR_MAX_DYN_SMEM,
+						 smem_max));
+	if (ret)
+		return ret;
+	ret = HACCEL__LAUNCH(g, fn, (unsigned int)slots, H, 1, 256, 1, 1,
+			     (unsigned int)prep_smem(K, V), stream, &q, &k, &v, &gt, &beta, &H,
+			     &K, &V, &n_seg, &seg_off, &scratch);
+	if (ret)
+		return ret;
+	return HACCEL__LAUNCH(g, state_fn, n_seg, H, (V + KDA_TILE_V - 1) / KDA_TILE_V, 256, 1,
+			      1, (unsigned int)state_smem(K), stream, &o, &H, &K, &V, &seg_off,
+			      &seg_slot, &state_base, &slot_stride, &scratch);
+}
+
+int haccel__cuda_gated_rmsnorm(struct haccel__gpu *g, void *stream, haccel__dptr o,
+			       haccel__dptr gate, haccel__dptr w, uint32_t T, uint32_t H,
+			       uint32_t V, float eps)
+{
+	uint64_t rows = (uint64_t)T * H;
+
+	if ((rows + 7) / 8 > 0x7fffffffu)
+		return -EINVAL;
+	if (!rows || !V)
+		return 0;
+	FN("haccel_kda_gated_rmsnorm");
+	return HACCEL__LAUNCH(g, fn, (unsigned int)((rows + 7) / 8), 1, 1, 256, 1, 1, 0, stream,
+			      &o, &gate, &w, &V, &rows, &eps);
+}

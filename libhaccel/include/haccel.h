@@ -135,6 +135,9 @@ HACCEL_API size_t haccel_last_error(struct haccel_ctx *ctx, char *buf, size_t le
 /* Where a pool's memory lives. */
 enum haccel_mem_kind {
 	HACCEL_MEM_HOST = 0, /* anonymous host memory, populated at creation */
+	HACCEL_MEM_CUDA = 1, /* device memory on the context's GPU (VMM API):
+			      * fixed addresses; copies ordered on the GPU
+			      * runtime's stream; -ENODEV without a GPU */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -332,6 +335,25 @@ HACCEL_API int haccel_kv_admit(const struct haccel_kv_pool *pool,
  */
 HACCEL_API int haccel_kv_pages_get(struct haccel_kv_pool *pool, uint32_t n,
 				   uint32_t *pages);
+/*
+ * Swap: copy n pages (every layer and stream of each) between the pool and
+ * host memory, batched; done when the call returns. The host side holds
+ * the pages one after another, each haccel_kv_pool_info().page_bytes long
+ * (its regions in layer-major, stream order), so host_bytes must be at
+ * least n * page_bytes. swap_out reads pages[i] into slot i; swap_in writes
+ * slot i into pages[i] (pages the caller owns, e.g. from
+ * haccel_kv_pages_get or a sequence's block table). For a pool in GPU
+ * memory the copies run on the GPU runtime's stream after the work queued
+ * there; pinned host memory (haccel_hostmem) makes them DMA at full speed.
+ * Returns 0, -EINVAL (NULL, an id out of range, host_bytes too small;
+ * nothing copied), -EIO.
+ */
+HACCEL_API int haccel_kv_pages_swap_out(struct haccel_kv_pool *pool,
+					const uint32_t *pages, uint32_t n,
+					void *host, uint64_t host_bytes);
+HACCEL_API int haccel_kv_pages_swap_in(struct haccel_kv_pool *pool,
+				       const uint32_t *pages, uint32_t n,
+				       const void *host, uint64_t host_bytes);
 /* Drop one reference from each of n pages taken with haccel_kv_pages_get.
  * Returns 0 or -EINVAL (nothing released when any id is out of range or
  * unreferenced). */
@@ -434,6 +456,18 @@ HACCEL_API int haccel_state_slot_free(struct haccel_state_pool *pool,
 HACCEL_API int haccel_state_ckpt_save(struct haccel_state_pool *pool,
 				      uint32_t slot, uint64_t key, uint32_t pos,
 				      uint32_t flags, uint32_t *ckpt);
+/*
+ * Swap: copy n slots (their whole layout, slot_bytes each) to host memory
+ * one after another, or back into slots (in use); batched, done on return.
+ * Returns 0, -EINVAL (NULL, a slot out of range or not in use, host_bytes
+ * below n * slot_bytes; nothing copied), -EIO.
+ */
+HACCEL_API int haccel_state_slots_swap_out(struct haccel_state_pool *pool,
+					   const uint32_t *slots, uint32_t n,
+					   void *host, uint64_t host_bytes);
+HACCEL_API int haccel_state_slots_swap_in(struct haccel_state_pool *pool,
+					  const uint32_t *slots, uint32_t n,
+					  const void *host, uint64_t host_bytes);
 /* Find the checkpoint keyed (key, pos). Returns 0 or -ENOENT. */
 HACCEL_API int haccel_state_ckpt_find(struct haccel_state_pool *pool,
 				      uint64_t key, uint32_t pos, uint32_t *ckpt);
@@ -466,6 +500,78 @@ struct haccel_gpu_info {
  * reason in out->reason: the caller goes on with the CPU backend.
  */
 HACCEL_API int haccel_gpu_info(struct haccel_ctx *ctx, struct haccel_gpu_info *out);
+
+/*
+ * A GPU sink: haccel_load() into device memory, in the host layout (tensor
+ * i at dest + haccel_tensor_info.dest_offset, haccel_weights_info.dest_bytes
+ * in all), as haccel_host_sink does in host memory. Reads always go through
+ * the loader's pinned staging buffers, which the sink registers with the
+ * CUDA driver for the load (cuMemHostRegister, in pieces of at most 1 GiB);
+ * each staging buffer's bytes are copied to the device on the sink's own
+ * copy stream (cuMemcpyHtoDAsync) and the buffer is refilled only after its
+ * copy is done, so disk reads and copies overlap. Every copy is complete
+ * when haccel_load() returns. Where the driver refuses the registration,
+ * the copies go from unregistered memory (one info line says why): still
+ * correct, slower. HACCEL_FORCE_UNREGISTERED=1 in the environment forces
+ * that. See docs/weights.md, "Loading into GPU memory".
+ */
+struct haccel_gpu_sink;
+struct haccel_sink;
+
+struct haccel_gpu_sink_params {
+	uint32_t size;      /* sizeof(struct haccel_gpu_sink_params) */
+	uint32_t flags;     /* none defined: must be 0 */
+	uint64_t dptr;      /* destination: a device address (CUdeviceptr) of
+			     * the context's GPU, owned by the caller; 0: the
+			     * sink allocates `bytes` and frees them on destroy */
+	uint64_t bytes;     /* destination size: at least the dest_bytes of
+			     * each checkpoint loaded through the sink (> 0) */
+};
+
+/* Defaults: no flags, dptr 0 (the sink allocates), bytes 0 (must be set). */
+HACCEL_API void haccel_gpu_sink_params_init(struct haccel_gpu_sink_params *p);
+
+/*
+ * Make a GPU sink on the context's GPU (device 0). The parameters are
+ * checked first (-EINVAL); then -ENODEV (no driver or no GPU) or -ENOSYS
+ * (a driver too old), with the reason in haccel_last_error() as in
+ * haccel_gpu_info(); -ENOMEM (device memory for an allocated destination:
+ * the message gives what was asked and what is free), -EIO (another driver
+ * error, named in the message). One load at a time per sink; a sink is
+ * reused by any number of loads.
+ */
+HACCEL_API int haccel_gpu_sink_create(struct haccel_ctx *ctx,
+				      const struct haccel_gpu_sink_params *p,
+				      struct haccel_gpu_sink **out);
+/* Free the sink (and the destination when the sink allocated it), before
+ * haccel_close(ctx). NULL is ignored. */
+HACCEL_API void haccel_gpu_sink_destroy(struct haccel_gpu_sink *s);
+
+/*
+ * The sink to pass to haccel_load(); owned by s, valid until destroy. A
+ * load whose dest_bytes exceeds the sink's bytes fails with -EINVAL before
+ * any byte is read, naming both sizes.
+ */
+HACCEL_API const struct haccel_sink *haccel_gpu_sink_sink(struct haccel_gpu_sink *s);
+
+struct haccel_gpu_sink_info {
+	uint64_t dptr;              /* destination device address */
+	uint64_t bytes;             /* destination size */
+	uint32_t owned;             /* 1: allocated (and freed) by the sink */
+	uint32_t registered;        /* last load: 1 staging registered with
+				     * CUDA (DMA), 0 unregistered copies */
+	uint64_t registered_bytes;  /* last load: staging bytes registered */
+	uint64_t loads;             /* loads begun through this sink */
+	uint64_t copies;            /* cuMemcpyHtoDAsync calls, all loads */
+	uint64_t copy_bytes;        /* bytes copied to the device, all loads */
+	uint64_t wait_ns;           /* loader blocked in wait() and finish() */
+	char fallback_reason[160];  /* last load: why staging was not
+				     * registered, or "" */
+};
+
+/* Describe the sink. Returns 0 or -EINVAL. */
+HACCEL_API int haccel_gpu_sink_info(const struct haccel_gpu_sink *s,
+				    struct haccel_gpu_sink_info *out);
 
 /* ------------------------------------------------------------------------ */
 /* NUMA topology                                                            */
@@ -702,7 +808,32 @@ HACCEL_API int haccel_weights_metadata(const struct haccel_weights *w,
  * The host layout: the files' data regions one after another, each starting
  * at a multiple of 4096 bytes, a tensor at its offset inside its region
  * (haccel_tensor_info.dest_offset; haccel_weights_info.dest_bytes in all).
+ *
+ * Optional hooks around each load (fields read only when `size` covers
+ * them): begin() once, before any byte moves, tells the sink the size of
+ * the checkpoint's host layout and where the staging buffers are, so that a
+ * GPU sink can register them with the driver once (DMA instead of pageable
+ * copies); end() once, after the last put(), wait() and finish(), on
+ * success and on failure alike, before the staging memory is freed: a sink
+ * that copies asynchronously lets every copy out of staging finish there.
+ * end() is called only when begin() returned 0; a status from begin() fails
+ * the load (a library sink says why through haccel_last_error()).
+ *
+ * ABI: this struct has no size field at its start, so it grows behind
+ * `size`: a caller sets size = sizeof(struct haccel_sink) (the library's
+ * sinks do), and the loader reads the fields after flags only as far as
+ * size says. size 0 (a zeroed sink) means none of them; a larger struct
+ * than the library knows is accepted when its extra bytes are zero.
  */
+struct haccel_sink_begin {
+	uint32_t size;        /* sizeof(struct haccel_sink_begin); may grow */
+	uint32_t n_buf;       /* staging buffers; 0 when the load reads
+			       * straight into direct_base (no staging) */
+	void *staging;        /* buffer b is [staging + b * buf_bytes, +buf_bytes) */
+	uint64_t buf_bytes;   /* bytes per buffer (the load's chunk_bytes) */
+	uint64_t dest_bytes;  /* the checkpoint's host layout, in bytes */
+};
+
 struct haccel_sink {
 	void *user;
 	int (*put)(void *user, uint32_t tensor, uint64_t tensor_offset,
@@ -712,6 +843,10 @@ struct haccel_sink {
 	int (*finish)(void *user);              /* NULL: nothing to finish */
 	void *direct_base;
 	uint64_t direct_bytes;
+	uint32_t size;      /* sizeof(struct haccel_sink), or 0: see above */
+	uint32_t flags;     /* none defined: must be 0 */
+	int (*begin)(void *user, const struct haccel_sink_begin *b); /* NULL: none */
+	void (*end)(void *user);                /* NULL: nothing to undo */
 };
 
 /* A sink that copies into host memory at base + tensor.dest_offset;
@@ -776,7 +911,8 @@ struct haccel_load_stats {
  * rewritten file is an error, never garbage. On failure the sink may hold
  * part of the data. p may be NULL for defaults; stats may be NULL.
  * Returns 0, -EIO, -EBADMSG (checksum mismatch, file changed), -ENOMEM,
- * -EINVAL, or the sink's error.
+ * -EINVAL (bad parameters; a sink with an unknown size or flags), or the
+ * sink's error.
  */
 HACCEL_API int haccel_load(struct haccel_weights *w,
 			   const struct haccel_load_params *p,
@@ -807,11 +943,17 @@ HACCEL_API int haccel_model_init(struct haccel_ctx *ctx, const char *preset,
 
 enum haccel_device {
 	HACCEL_DEVICE_CPU = 0,   /* the reference backend */
+	HACCEL_DEVICE_CUDA = 1,  /* GPU 0 through CUDA: weights, pools and
+				  * workspace in GPU memory, decode steps
+				  * replayed from CUDA graphs */
 };
+
+/* CUDA backend: launch every step's kernels directly, no CUDA graphs. */
+#define HACCEL_MODEL_NO_GRAPHS (1u << 0)
 
 struct haccel_model_params {
 	uint32_t size;            /* sizeof(struct haccel_model_params) */
-	uint32_t flags;           /* none yet: must be 0 */
+	uint32_t flags;           /* HACCEL_MODEL_* */
 	uint32_t device;          /* enum haccel_device */
 	uint32_t max_seqs;        /* sequences at once (default 16) */
 	uint32_t max_seq_tokens;  /* longest sequence (default min(4096, config)) */

@@ -28,60 +28,9 @@
 #include "model/cpu/ops.h"
 #include "model/format.h"
 #include "model/model_config.h"
+#include "model/model_priv.h"
 #include "model/tensors.h"
 #include "weights/weights.h"
-
-#define NONE UINT32_MAX
-
-struct mseq {
-	uint32_t live;
-	uint32_t kv_seq;        /* the KV pool's sequence (DSA layers) */
-	uint32_t slot;          /* the state pool's slot (KDA layers) */
-	uint32_t n_tokens;
-	uint32_t stamp;         /* last step that named it (duplicate check) */
-};
-
-struct workspace {
-	uint32_t Tm;            /* max_step_tokens */
-	uint32_t maxw;          /* widest per-token intermediate */
-	int32_t *tok;
-	uint32_t *pos;
-	int64_t *slot;
-	float *h, *x, *y;       /* [Tm][D] */
-	float *res;             /* attn_res: (blocks + 1) x [Tm][D]; else [Tm][D] */
-	float *buf[8];          /* [Tm][maxw] each */
-	int32_t *sel;           /* [Tm][topk] */
-	uint32_t *n_sel;        /* [Tm] */
-	float *scratch;         /* max(max_seq_tokens, topk) */
-	float *kda_scratch;
-	uint32_t *first;        /* [max_seqs]: first row of each item */
-	uint32_t *order;        /* sampling: [vocab] */
-	float *probs;           /* sampling: [vocab] */
-};
-
-struct haccel_model {
-	struct haccel_ctx *ctx;
-	struct haccel__model_config c;
-	struct haccel_model_params p;
-	struct haccel__model_weights w;
-	float *arena;
-	uint64_t n_params;
-	struct haccel_load_stats load;
-	uint64_t weight_bytes;
-
-	struct haccel_kv_pool *kv;
-	const uint32_t *block_tables;
-	uint32_t bt_stride;
-	uint32_t page_tokens;
-	struct haccel_kv_region kv_reg[HACCEL__MAX_LAYERS], ik_reg[HACCEL__MAX_LAYERS];
-	struct haccel_state_pool *st;
-	struct haccel_state_layout sl;
-	uint32_t sub[HACCEL__MAX_LAYERS]; /* index among layers of its type */
-
-	struct mseq *seqs;
-	uint32_t stamp;
-	struct workspace ws;
-};
 
 void haccel_model_params_init(struct haccel_model_params *p)
 {
@@ -186,6 +135,11 @@ static int load_weights(struct haccel_model *m, const char *dir)
 				   dir, info.n_tensors, n);
 		goto out;
 	}
+	if (m->p.device == HACCEL_DEVICE_CUDA) {
+		m->n_params = total;
+		ret = haccel__gmodel_load(m, w, spec, (uint32_t)n);
+		goto out;
+	}
 
 	raw = malloc(info.dest_bytes ? info.dest_bytes : 1);
 	m->arena = malloc(total * sizeof(float) + 1);
@@ -250,6 +204,8 @@ static int setup_pools(struct haccel_model *m)
 		kc.max_seq_tokens = m->p.max_seq_tokens;
 		kc.n_pages = m->p.kv_pages ? m->p.kv_pages :
 			     m->p.max_seqs * ((m->p.max_seq_tokens + kc.page_tokens - 1) / kc.page_tokens);
+		if (m->p.device == HACCEL_DEVICE_CUDA)
+			kc.mem = HACCEL_MEM_CUDA;
 		ret = haccel_kv_pool_create(m->ctx, &kc, &m->kv);
 		if (ret)
 			return ret;
@@ -273,6 +229,12 @@ static int setup_pools(struct haccel_model *m)
 		sc.conv_width = c->kda.conv_size;
 		sc.conv_elem_bytes = 4;
 		sc.n_slots = m->p.max_seqs;
+		if (m->p.device == HACCEL_DEVICE_CUDA) {
+			/* One more: the slot padded rows of a captured decode
+			 * step update (model_cuda.c). */
+			sc.mem = HACCEL_MEM_CUDA;
+			sc.n_slots++;
+		}
 		ret = haccel_state_pool_create(m->ctx, &sc, &m->st);
 		if (ret)
 			return ret;
@@ -309,6 +271,14 @@ static int setup_workspace(struct haccel_model *m)
 	ws->tok = calloc(Tm, sizeof(*ws->tok));
 	ws->pos = calloc(Tm, sizeof(*ws->pos));
 	ws->slot = calloc(Tm, sizeof(*ws->slot));
+	ws->first = calloc(m->p.max_seqs, sizeof(*ws->first));
+	ws->order = calloc(c->vocab_size, sizeof(*ws->order));
+	ws->probs = calloc(c->vocab_size, sizeof(*ws->probs));
+	if (m->p.device == HACCEL_DEVICE_CUDA)
+		/* The GPU has its own workspace; the host keeps the rows'
+		 * placement and what sampling needs. */
+		return ws->tok && ws->pos && ws->slot && ws->first && ws->order && ws->probs ?
+			       0 : -ENOMEM;
 	ws->h = calloc((size_t)Tm * D, sizeof(float));
 	ws->x = calloc((size_t)Tm * D, sizeof(float));
 	ws->y = calloc((size_t)Tm * D, sizeof(float));
@@ -329,9 +299,6 @@ static int setup_workspace(struct haccel_model *m)
 		 * prompt was cut into steps. */
 		ws->kda_scratch = NULL;
 	}
-	ws->first = calloc(m->p.max_seqs, sizeof(*ws->first));
-	ws->order = calloc(c->vocab_size, sizeof(*ws->order));
-	ws->probs = calloc(c->vocab_size, sizeof(*ws->probs));
 	if (!ws->tok || !ws->pos || !ws->slot || !ws->h || !ws->x || !ws->y || !ws->res ||
 	    !ws->first || !ws->order || !ws->probs)
 		return -ENOMEM;
@@ -362,6 +329,8 @@ void haccel_model_close(struct haccel_model *m)
 {
 	if (!m)
 		return;
+	/* The GPU side first: it waits for work still queued on the pools. */
+	haccel__gmodel_close(m);
 	free_workspace(&m->ws);
 	free(m->seqs);
 	haccel_state_pool_destroy(m->st);
@@ -387,9 +356,11 @@ int haccel_model_open(struct haccel_ctx *ctx, const char *dir,
 	haccel_model_params_init(&m->p);
 	if (params) {
 		ret = haccel__config_copy(&m->p, sizeof(m->p), params, sizeof(m->p));
-		if (ret || m->p.flags || m->p.device != HACCEL_DEVICE_CPU || !m->p.max_seqs ||
-		    m->p.max_seqs > 65536 || !m->p.max_step_tokens || m->p.max_step_tokens > (1u << 20)) {
-			ret = haccel__fail(ctx, -EINVAL, "model: bad params (device must be cpu, max_seqs 1..65536, max_step_tokens 1..2^20, no flags)");
+		if (ret || (m->p.flags & ~HACCEL_MODEL_NO_GRAPHS) ||
+		    (m->p.device != HACCEL_DEVICE_CPU && m->p.device != HACCEL_DEVICE_CUDA) ||
+		    !m->p.max_seqs || m->p.max_seqs > 65536 || !m->p.max_step_tokens ||
+		    m->p.max_step_tokens > (1u << 20)) {
+			ret = haccel__fail(ctx, -EINVAL, "model: bad params (device cpu or cuda, max_seqs 1..65536, max_step_tokens 1..2^20, flags HACCEL_MODEL_*)");
 			goto err;
 		}
 	}
@@ -414,6 +385,8 @@ int haccel_model_open(struct haccel_ctx *ctx, const char *dir,
 		ret = setup_pools(m);
 	if (!ret)
 		ret = setup_workspace(m);
+	if (!ret && m->p.device == HACCEL_DEVICE_CUDA)
+		ret = haccel__gmodel_setup(m);
 	if (ret)
 		goto err;
 	haccel__info(ctx, "model %s: %u layers (%u KDA, %u DSA), %llu parameters, %.2f GB read in %.2f s",
@@ -507,6 +480,33 @@ int haccel_model_seq_free(struct haccel_model *m, uint32_t seq)
 	if (m->st)
 		haccel_state_slot_free(m->st, m->seqs[seq].slot);
 	m->seqs[seq].live = 0;
+	return 0;
+}
+
+int haccel__model_seq_extend(struct haccel_model *m, uint32_t seq, const int32_t *tokens,
+			     uint32_t n)
+{
+	int ret = seq_get(m, seq);
+	struct mseq *s;
+
+	if (ret)
+		return ret;
+	s = &m->seqs[seq];
+	if ((uint64_t)s->n_tokens + n > m->p.max_seq_tokens)
+		return -E2BIG;
+	if (m->kv) {
+		int64_t *slots = malloc((size_t)n * sizeof(*slots) + 1);
+
+		if (!slots)
+			return -ENOMEM;
+		ret = haccel_kv_seq_append(m->kv, s->kv_seq, tokens, n, slots);
+		free(slots);
+		if (!ret && m->gm)
+			ret = haccel__gmodel_sync_row(m, s->kv_seq);
+		if (ret)
+			return ret;
+	}
+	s->n_tokens += n;
 	return 0;
 }
 
@@ -798,6 +798,8 @@ int haccel_model_step(struct haccel_model *m, const struct haccel_step_item *ite
 	ret = place_tokens(m, items, n_items, first);
 	if (ret)
 		return ret;
+	if (m->gm)
+		return haccel__gmodel_step(m, items, n_items, T, first);
 
 	size_t TD = (size_t)T * D;
 	uint32_t nb = 0;         /* completed blocks (attention residuals) */

@@ -42,12 +42,27 @@ static void add(struct builder *b, float **bind, uint32_t dtype, uint32_t init,
 	s->init = init;
 	s->std = std;
 	s->bind = bind;
+	s->gemm = cols != 0;
+}
+
+/* The tensor just added is a 2-D table a kernel reads element by element. */
+static void not_gemm(struct builder *b)
+{
+	if (b->n <= b->max)
+		b->out[b->n - 1].gemm = 0;
 }
 
 /* A linear layer's weight [out][in]: N(0, 1/in), times gain. */
 #define LINEAR(b, bind, out_, in_, gain, ...)                                   \
 	add(b, bind, HACCEL_DTYPE_BF16, HACCEL__INIT_NORMAL,                     \
 	    (float)((gain) / sqrt((double)(in_))), out_, in_, __VA_ARGS__)
+/* A depthwise convolution's weight [channels][width]: stored as a linear
+ * layer's, read by the conv kernel. */
+#define CONV(b, bind, rows, width, ...)                           \
+	do {                                                      \
+		LINEAR(b, bind, rows, width, 1.0, __VA_ARGS__);   \
+		not_gemm(b);                                      \
+	} while (0)
 #define VECTOR(b, bind, n, init, ...) \
 	add(b, bind, HACCEL_DTYPE_F32, init, 0.0f, n, 0, __VA_ARGS__)
 
@@ -80,9 +95,9 @@ int haccel__model_tensors(const struct haccel__model_config *c,
 			LINEAR(&b, BIND(K, q), HK, D, 1.0, "%s.%u.self_attn.q_proj.weight", p, i);
 			LINEAR(&b, BIND(K, k), HK, D, 1.0, "%s.%u.self_attn.k_proj.weight", p, i);
 			LINEAR(&b, BIND(K, v), HV, D, 1.0, "%s.%u.self_attn.v_proj.weight", p, i);
-			LINEAR(&b, BIND(K, q_conv), HK, k->conv_size, 1.0, "%s.%u.self_attn.q_conv1d.weight", p, i);
-			LINEAR(&b, BIND(K, k_conv), HK, k->conv_size, 1.0, "%s.%u.self_attn.k_conv1d.weight", p, i);
-			LINEAR(&b, BIND(K, v_conv), HV, k->conv_size, 1.0, "%s.%u.self_attn.v_conv1d.weight", p, i);
+			CONV(&b, BIND(K, q_conv), HK, k->conv_size, "%s.%u.self_attn.q_conv1d.weight", p, i);
+			CONV(&b, BIND(K, k_conv), HK, k->conv_size, "%s.%u.self_attn.k_conv1d.weight", p, i);
+			CONV(&b, BIND(K, v_conv), HV, k->conv_size, "%s.%u.self_attn.v_conv1d.weight", p, i);
 			LINEAR(&b, BIND(K, f_a), k->gate_rank, D, 1.0, "%s.%u.self_attn.f_a_proj.weight", p, i);
 			LINEAR(&b, BIND(K, f_b), HK, k->gate_rank, 1.0, "%s.%u.self_attn.f_b_proj.weight", p, i);
 			LINEAR(&b, BIND(K, b), k->num_heads, D, 1.0, "%s.%u.self_attn.b_proj.weight", p, i);

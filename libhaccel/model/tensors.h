@@ -66,6 +66,10 @@ struct haccel__tensor_spec {
 	uint32_t init;            /* enum haccel__init */
 	float std;
 	float **bind;             /* where the runtime keeps the fp32 copy */
+	uint32_t gemm;            /* 1: a GEMM operand (the embedding too),
+				   * bf16 on the GPU; 0: read element by element
+				   * by a kernel (norms, gates, conv weights),
+				   * fp32 on the GPU */
 };
 
 /*

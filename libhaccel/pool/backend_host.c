@@ -99,12 +99,20 @@ static int host_zero(struct haccel_ctx *ctx, void *ptr, uint64_t bytes)
 	return 0;
 }
 
+static int host_swap(struct haccel_ctx *ctx, const struct haccel__mem_copy *c, uint32_t n,
+		     int to_host)
+{
+	(void)to_host;
+	return host_copy(ctx, c, n);
+}
+
 static const struct haccel__mem_ops host_ops = {
 	.name = "host",
 	.alloc = host_alloc,
 	.free = host_free,
 	.copy = host_copy,
 	.zero = host_zero,
+	.swap = host_swap,
 };
 
 const struct haccel__mem_ops *haccel__mem_ops_get(uint32_t kind)
@@ -112,6 +120,8 @@ const struct haccel__mem_ops *haccel__mem_ops_get(uint32_t kind)
 	switch (kind) {
 	case HACCEL_MEM_HOST:
 		return &host_ops;
+	case HACCEL_MEM_CUDA:
+		return &haccel__cuda_mem_ops;
 	default:
 		return NULL;
 	}

@@ -922,6 +922,56 @@ int haccel_kv_admit(const struct haccel_kv_pool *p, const int32_t *prompt,
 /* ------------------------------------------------------------------------ */
 /* Pages outside sequences                                                  */
 
+/* Swap pages to or from host memory, in rounds of a fixed batch of copy
+ * descriptors (no allocation). */
+static int pages_swap(struct haccel_kv_pool *p, const uint32_t *pages, uint32_t n, char *host,
+		      uint64_t host_bytes, int to_host)
+{
+	struct haccel__mem_copy c[256];
+	uint32_t nc = 0;
+	uint64_t off = 0;
+	int ret = 0;
+
+	if (!p || (n && (!pages || !host)))
+		return -EINVAL;
+	if (host_bytes / (p->page_bytes ? p->page_bytes : 1) < n)
+		return haccel__fail(p->ctx, -EINVAL, "kv swap: %u pages need %llu host bytes, %llu given",
+				    n, (unsigned long long)(n * p->page_bytes),
+				    (unsigned long long)host_bytes);
+	for (uint32_t i = 0; i < n; i++)
+		if (pages[i] >= p->n_pages)
+			return haccel__fail(p->ctx, -EINVAL, "kv swap: page %u out of range (%u pages)",
+					    pages[i], p->n_pages);
+	for (uint32_t i = 0; !ret && i < n; i++)
+		for (uint32_t r = 0; !ret && r < p->n_regions; r++) {
+			uint64_t pb = (uint64_t)p->P * p->region_bpt[r];
+			char *dev = (char *)p->region_base[r] + (uint64_t)pages[i] * pb;
+
+			c[nc++] = to_host ? (struct haccel__mem_copy){ host + off, dev, pb } :
+					    (struct haccel__mem_copy){ dev, host + off, pb };
+			off += pb;
+			if (nc == sizeof(c) / sizeof(c[0])) {
+				ret = p->mem->swap(p->ctx, c, nc, to_host);
+				nc = 0;
+			}
+		}
+	if (!ret && nc)
+		ret = p->mem->swap(p->ctx, c, nc, to_host);
+	return ret;
+}
+
+int haccel_kv_pages_swap_out(struct haccel_kv_pool *p, const uint32_t *pages, uint32_t n,
+			     void *host, uint64_t host_bytes)
+{
+	return pages_swap(p, pages, n, host, host_bytes, 1);
+}
+
+int haccel_kv_pages_swap_in(struct haccel_kv_pool *p, const uint32_t *pages, uint32_t n,
+			    const void *host, uint64_t host_bytes)
+{
+	return pages_swap(p, pages, n, (char *)(uintptr_t)host, host_bytes, 0);
+}
+
 int haccel_kv_pages_get(struct haccel_kv_pool *p, uint32_t n, uint32_t *pages)
 {
 	if (!p || (n && !pages))

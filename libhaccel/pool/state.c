@@ -351,6 +351,47 @@ int haccel_state_slot_free(struct haccel_state_pool *p, uint32_t s)
 	return 0;
 }
 
+static int slots_swap(struct haccel_state_pool *p, const uint32_t *slots, uint32_t n, char *host,
+		      uint64_t host_bytes, int to_host)
+{
+	struct haccel__mem_copy c[256];
+	uint64_t sb;
+	int ret = 0;
+
+	if (!p || (n && (!slots || !host)))
+		return -EINVAL;
+	sb = p->lay.slot_bytes;
+	if (host_bytes / sb < n)
+		return haccel__fail(p->ctx, -EINVAL, "state swap: %u slots need %llu host bytes, %llu given",
+				    n, (unsigned long long)(n * sb), (unsigned long long)host_bytes);
+	for (uint32_t i = 0; i < n; i++)
+		if (slot_check(p, slots[i]))
+			return haccel__fail(p->ctx, -EINVAL, "state swap: slot %u is not in use", slots[i]);
+	for (uint32_t i = 0; !ret && i < n; i += 256) {
+		uint32_t k = n - i < 256 ? n - i : 256;
+
+		for (uint32_t j = 0; j < k; j++) {
+			char *h = host + (uint64_t)(i + j) * sb;
+			c[j] = to_host ? (struct haccel__mem_copy){ h, slot_ptr(p, slots[i + j]), sb } :
+					 (struct haccel__mem_copy){ slot_ptr(p, slots[i + j]), h, sb };
+		}
+		ret = p->mem->swap(p->ctx, c, k, to_host);
+	}
+	return ret;
+}
+
+int haccel_state_slots_swap_out(struct haccel_state_pool *p, const uint32_t *slots, uint32_t n,
+				void *host, uint64_t host_bytes)
+{
+	return slots_swap(p, slots, n, host, host_bytes, 1);
+}
+
+int haccel_state_slots_swap_in(struct haccel_state_pool *p, const uint32_t *slots, uint32_t n,
+			       const void *host, uint64_t host_bytes)
+{
+	return slots_swap(p, slots, n, (char *)(uintptr_t)host, host_bytes, 0);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Checkpoints                                                              */
 

@@ -15,6 +15,9 @@
  *    checksum of each tensor be computed in one streaming pass. A buffer is
  *    reused only after sink->wait(buf): a GPU sink copies asynchronously.
  *    Used for O_DIRECT (cold files) and for sinks without a host layout.
+ *    A sink with begin() learns where the buffers are before the first
+ *    put (a GPU sink registers them with the driver) and gets end() after
+ *    the last put, wait and finish, before they are freed.
  *  - direct-to-destination: a buffered load into a host sink (the file is
  *    in the page cache) reads straight into the destination, many reads in
  *    flight, each done by a kernel worker (IOSQE_ASYNC) or a pool thread, so
@@ -35,7 +38,9 @@
 #include <fcntl.h>
 #include <liburing.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +87,9 @@ struct loader {
 	struct haccel_ctx *ctx;
 	struct haccel_weights *w;
 	struct haccel_load_params p;
-	const struct haccel_sink *sink;
+	const struct haccel_sink *sink; /* &sink_copy */
+	struct haccel_sink sink_copy;   /* the caller's, as far as its size says */
+	bool begun;                     /* sink->begin() returned 0: end() owed */
 	struct haccel_load_stats st;
 
 	bool direct;             /* O_DIRECT */
@@ -99,7 +106,15 @@ struct loader {
 	struct haccel_hostmem *staging;
 	char *stage;
 	uint32_t n_buf;
-	uint32_t *free_buf, n_free;
+	/*
+	 * Free staging buffers, a ring of n_free entries from free_head.
+	 * Synchronous sinks reuse the buffer freed last (LIFO, warm in cache);
+	 * asynchronous ones (fifo: the sink has wait()) the one freed longest
+	 * ago, whose copy out is the likeliest to be done, so wait() rarely
+	 * blocks. With copy threads, under copy_lock.
+	 */
+	uint32_t *free_buf, n_free, free_head;
+	bool fifo;
 
 	bool use_uring, fixed;
 	struct io_uring ring;
@@ -176,6 +191,67 @@ void haccel_host_sink_init(struct haccel_host_sink *s, void *base, uint64_t byte
 	s->sink.put = host_put;
 	s->sink.direct_base = base;
 	s->sink.direct_bytes = bytes;
+	s->sink.size = sizeof(s->sink);
+}
+
+/* A copy of the caller's sink: fields its size does not cover stay zero
+ * (see struct haccel_sink, "ABI"). Returns 0 or -EINVAL. */
+static int sink_copy(struct haccel_ctx *ctx, const struct haccel_sink *s,
+		     struct haccel_sink *out)
+{
+	const size_t fixed = offsetof(struct haccel_sink, begin);
+	size_t size = s->size;
+
+	memset(out, 0, sizeof(*out));
+	if (!size) {
+		size = fixed;
+	} else if (size < fixed) {
+		return haccel__fail(ctx, -EINVAL, "load: sink size %zu is smaller than the smallest known (%zu)",
+				    size, fixed);
+	} else if (size > sizeof(*out)) {
+		for (size_t i = sizeof(*out); i < size; i++)
+			if (((const unsigned char *)s)[i])
+				return haccel__fail(ctx, -EINVAL, "load: sink of %zu bytes sets fields this library (%zu bytes) does not know",
+						    size, sizeof(*out));
+		size = sizeof(*out);
+	}
+	memcpy(out, s, size);
+	if (out->flags)
+		return haccel__fail(ctx, -EINVAL, "load: unknown sink flags 0x%x", out->flags);
+	return 0;
+}
+
+static uint64_t error_count(struct haccel_ctx *ctx)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&ctx->lock);
+	n = ctx->n_errors;
+	pthread_mutex_unlock(&ctx->lock);
+	return n;
+}
+
+/*
+ * A sink callback failed with ret: report "<what>: <reason>", the reason
+ * being the sink's own message when it stored one since errs (the
+ * library's sinks do: a CUDA error, a destination too small), else the
+ * status.
+ */
+static int sink_fail(struct loader *L, int ret, uint64_t errs, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int sink_fail(struct loader *L, int ret, uint64_t errs, const char *fmt, ...)
+{
+	char what[512], why[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	if (error_count(L->ctx) != errs)
+		haccel_last_error(L->ctx, why, sizeof(why));
+	else
+		snprintf(why, sizeof(why), "%s", strerror(-ret));
+	return haccel__fail(L->ctx, ret, "%s: %s", what, why);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -687,13 +763,13 @@ static int deliver(struct loader *L, const struct chunk *c)
 		uint64_t pb = b > lo ? b : lo, pe = e < hi ? e : hi;
 		if (pe > pb) {
 			const char *src = c->dst + (pb - c->off);
+			uint64_t errs = error_count(L->ctx);
 			int ret = L->sink->put(L->sink->user, *cur, pb - b,
 					       wf->dest_base + (pb - ds), src, pe - pb,
 					       (uint32_t)c->buf);
 			if (ret)
-				return haccel__fail(L->ctx, ret, "%s: tensor \"%s\": sink refused %llu bytes: %s",
-						    wf->path, t->name,
-						    (unsigned long long)(pe - pb), strerror(-ret));
+				return sink_fail(L, ret, errs, "%s: tensor \"%s\": sink refused %llu bytes",
+						 wf->path, t->name, (unsigned long long)(pe - pb));
 			if (L->verify)
 				XXH3_64bits_update(L->xs, src, pe - pb);
 			L->st.tensor_bytes += pe - pb;
@@ -840,6 +916,7 @@ static int setup_staging(struct loader *L)
 		return -ENOMEM;
 	for (uint32_t b = 0; b < L->n_buf; b++)
 		L->free_buf[L->n_free++] = L->n_buf - 1 - b;
+	L->fifo = L->sink->wait != NULL;
 	if (!L->use_uring)
 		return 0;
 	iov = calloc(L->n_buf, sizeof(*iov));
@@ -873,6 +950,25 @@ static void copy_chunk(struct loader *L, const struct chunk *c)
 	       c->dst + (lo - c->off), c->want_end - lo);
 }
 
+static void free_push(struct loader *L, uint32_t b)
+{
+	L->free_buf[(L->free_head + L->n_free++) % L->n_buf] = b;
+}
+
+static int32_t free_pop(struct loader *L)
+{
+	uint32_t b;
+
+	if (!L->n_free)
+		return -1;
+	if (!L->fifo)
+		return (int32_t)L->free_buf[(L->free_head + --L->n_free) % L->n_buf];
+	b = L->free_buf[L->free_head];
+	L->free_head = (L->free_head + 1) % L->n_buf;
+	L->n_free--;
+	return (int32_t)b;
+}
+
 static void *copy_worker(void *arg)
 {
 	struct loader *L = arg;
@@ -889,7 +985,7 @@ static void *copy_worker(void *arg)
 		pthread_mutex_unlock(&L->copy_lock);
 		copy_chunk(L, c);
 		pthread_mutex_lock(&L->copy_lock);
-		L->free_buf[L->n_free++] = (uint32_t)c->buf;
+		free_push(L, (uint32_t)c->buf);
 		L->copied++;
 		pthread_cond_signal(&L->freed_cv);
 	}
@@ -942,12 +1038,11 @@ static int32_t take_buffer(struct loader *L)
 	int32_t b = -1;
 
 	if (!L->copy_pool)
-		return L->n_free ? (int32_t)L->free_buf[--L->n_free] : -1;
+		return free_pop(L);
 	pthread_mutex_lock(&L->copy_lock);
 	while (!L->n_free && !L->in_flight)
 		pthread_cond_wait(&L->freed_cv, &L->copy_lock);
-	if (L->n_free)
-		b = (int32_t)L->free_buf[--L->n_free];
+	b = free_pop(L);
 	pthread_mutex_unlock(&L->copy_lock);
 	return b;
 }
@@ -969,10 +1064,11 @@ static int run(struct loader *L)
 				c->dst = L->stage + (uint64_t)c->buf * L->p.chunk_bytes;
 				if (L->sink->wait) {
 					/* The sink may still be copying out of it. */
+					uint64_t errs = error_count(L->ctx);
+
 					ret = L->sink->wait(L->sink->user, (uint32_t)c->buf);
 					if (ret)
-						return haccel__fail(L->ctx, ret, "load: sink wait: %s",
-								    strerror(-ret));
+						return sink_fail(L, ret, errs, "load: sink wait");
 				}
 			}
 			ret = submit(L, L->next_submit++);
@@ -1006,7 +1102,7 @@ static int run(struct loader *L)
 				ret = deliver(L, c);
 				if (ret)
 					return ret;
-				L->free_buf[L->n_free++] = (uint32_t)c->buf;
+				free_push(L, (uint32_t)c->buf);
 			}
 		}
 		L->st.sink_ns += now_ns() - t;
@@ -1058,8 +1154,34 @@ static int validate_params(struct haccel_ctx *ctx, const struct haccel_load_para
 	return 0;
 }
 
+/* Tell the sink what is coming, before any byte moves. */
+static int sink_begin(struct loader *L)
+{
+	struct haccel_sink_begin b;
+	uint64_t errs;
+	int ret;
+
+	if (!L->sink->begin)
+		return 0;
+	memset(&b, 0, sizeof(b));
+	b.size = sizeof(b);
+	if (!L->to_dest) {
+		b.n_buf = L->n_buf;
+		b.staging = L->stage;
+		b.buf_bytes = L->p.chunk_bytes;
+	}
+	b.dest_bytes = L->w->dest_bytes;
+	errs = error_count(L->ctx);
+	ret = L->sink->begin(L->sink->user, &b);
+	if (ret)
+		return sink_fail(L, ret, errs, "load: the sink cannot take this load");
+	L->begun = true;
+	return 0;
+}
+
 static int load(struct loader *L)
 {
+	uint64_t errs;
 	int ret;
 
 	if (L->p.node != HACCEL_NODE_ANY) {
@@ -1106,6 +1228,9 @@ static int load(struct loader *L)
 			L->cursor[f] = L->w->files[f].first_tensor;
 		XXH3_64bits_reset(L->xs);
 	}
+	ret = sink_begin(L);
+	if (ret)
+		goto out_reader;
 	uint64_t t_run = now_ns();
 	haccel__dbg(L->ctx, "load: %.3f s to open, plan and set up %s staging",
 		    (double)(t_run - L->t0) / 1e9, L->to_dest ? "no" : "the");
@@ -1127,14 +1252,23 @@ static int load(struct loader *L)
 		ret = verify_dest(L);
 	if (host && !ret)
 		L->st.tensor_bytes = L->w->tensor_bytes;
-	if (!ret && L->sink->finish)
+	if (!ret && L->sink->finish) {
+		errs = error_count(L->ctx);
 		ret = L->sink->finish(L->sink->user);
+		if (ret)
+			ret = sink_fail(L, ret, errs, "load: sink finish");
+	}
 	for (uint32_t f = 0; !ret && f < L->w->n_files; f++)
 		ret = check_unchanged(L, f, L->fd_buffered[f] >= 0 ? L->fd_buffered[f] : L->fd[f],
 				      "during the load");
 	progress(L, true);
 out_reader:
+	copy_stop(L);
 	reader_stop(L);
+	/* No read or copy thread touches the staging buffers any more; the
+	 * sink lets its own copies out of them finish. */
+	if (L->begun && L->sink->end)
+		L->sink->end(L->sink->user);
 out:
 	return ret;
 }
@@ -1160,7 +1294,7 @@ int haccel_load(struct haccel_weights *w, const struct haccel_load_params *param
 		return -ENOMEM;
 	L->ctx = w->ctx;
 	L->w = w;
-	L->sink = sink;
+	L->sink = &L->sink_copy;
 	haccel_load_params_init(&L->p);
 	if (params) {
 		ret = haccel__config_copy(&L->p, sizeof(L->p), params, sizeof(L->p));
@@ -1168,10 +1302,14 @@ int haccel_load(struct haccel_weights *w, const struct haccel_load_params *param
 			ret = haccel__fail(L->ctx, ret, "load: params size %u not supported", params->size);
 		else
 			ret = validate_params(L->ctx, &L->p);
-		if (ret) {
-			free(L);
-			return ret;
-		}
+	} else {
+		ret = 0;
+	}
+	if (!ret)
+		ret = sink_copy(L->ctx, sink, &L->sink_copy);
+	if (ret) {
+		free(L);
+		return ret;
 	}
 	L->verify = L->p.flags & HACCEL_LOAD_VERIFY;
 	L->progress = (L->p.flags & HACCEL_LOAD_PROGRESS) && isatty(STDERR_FILENO);

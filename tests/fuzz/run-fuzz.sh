@@ -41,7 +41,7 @@ echo "run-fuzz: building $bin with $cc"
 	-fno-omit-frame-pointer -std=gnu11 -Wall -Wextra -Wno-unused-parameter \
 	-I"$work/build" -I"$top" -I"$top/libhaccel" -I"$top/libhaccel/include" \
 	$(pkg-config --cflags jansson) -o "$bin" \
-	"$here/fuzz-safetensors.c" "$here/stub-hostmem.c" \
+	"$here/fuzz-safetensors.c" "$here/stubs.c" \
 	"$top/libhaccel/weights/safetensors.c" "$top/libhaccel/core/ctx.c" \
 	"$top/libhaccel/core/log.c" "$top/libhaccel/core/status.c" \
 	$(pkg-config --libs jansson) -pthread
@@ -102,7 +102,7 @@ if [ "${FUZZ_COVERAGE:-0}" = 1 ]; then
 	"$cc" -g -O0 -fprofile-instr-generate -fcoverage-mapping -std=gnu11 \
 		-fsanitize=fuzzer -I"$work/build" -I"$top" -I"$top/libhaccel" \
 		-I"$top/libhaccel/include" $(pkg-config --cflags jansson) -o "$cov" \
-		"$here/fuzz-safetensors.c" "$here/stub-hostmem.c" \
+		"$here/fuzz-safetensors.c" "$here/stubs.c" \
 		"$top/libhaccel/weights/safetensors.c" "$top/libhaccel/core/ctx.c" \
 		"$top/libhaccel/core/log.c" "$top/libhaccel/core/status.c" \
 		$(pkg-config --libs jansson) -pthread

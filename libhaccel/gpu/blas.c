@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: MIT
+/* cuBLASLt at run time; see blas.h. */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/ctx.h"
+#include "core/log.h"
+#include "gpu/blas.h"
+#include "gpu/mem.h"
+
+/* cuBLASLt ABI (cublasLt.h, cublas_api.h, library_types.h). */
+#define LT_R_32F 0
+#define LT_R_16BF 14
+#define LT_COMPUTE_32F 68
+#define LT_OP_N 0
+#define LT_OP_T 1
+#define LT_DESC_TRANSA 3
+#define LT_DESC_TRANSB 4
+#define LT_DESC_EPILOGUE 7
+#define LT_DESC_BIAS_POINTER 8
+#define LT_EPILOGUE_DEFAULT 1
+#define LT_EPILOGUE_BIAS 4
+#define LT_LAYOUT_BATCH_COUNT 5
+#define LT_LAYOUT_STRIDED_BATCH_OFFSET 6
+#define LT_PREF_MAX_WORKSPACE_BYTES 1
+
+struct lt_heuristic {             /* cublasLtMatmulHeuristicResult_t */
+	uint64_t algo[8];
+	size_t workspace;
+	int state;
+	float waves;
+	int reserved[4];
+};
+
+#define WORKSPACE_BYTES (32u << 20)
+#define MAX_SHAPES 512
+
+struct shape {
+	struct haccel__gemm key;  /* pointers zeroed */
+	void *desc, *la, *lb, *lc;
+	uint64_t algo[8];
+};
+
+struct haccel__blas {
+	pthread_mutex_t lock;     /* the shape table (not ctx->lock: errors take it) */
+	void *lib;
+	void *handle;
+	void *pref;
+	/* One workspace per stream that runs GEMMs (parallel branches must
+	 * not share one), made the first time a stream is seen. A lane whose
+	 * stream was released (haccel__blas_release_stream: its model closed)
+	 * has stream NULL and keeps its workspace for the next new stream. */
+	struct {
+		void *stream;
+		uint64_t ws;
+	} lanes[16];
+	uint32_t n_lanes;
+	int (*Create)(void **h);
+	int (*Destroy)(void *h);
+	const char *(*StatusName)(int s);
+	int (*DescCreate)(void **d, int compute, int scale);
+	int (*DescDestroy)(void *d);
+	int (*DescSet)(void *d, int attr, const void *buf, size_t n);
+	int (*LayoutCreate)(void **l, int type, uint64_t rows, uint64_t cols, int64_t ld);
+	int (*LayoutDestroy)(void *l);
+	int (*LayoutSet)(void *l, int attr, const void *buf, size_t n);
+	int (*PrefCreate)(void **p);
+	int (*PrefDestroy)(void *p);
+	int (*PrefSet)(void *p, int attr, const void *buf, size_t n);
+	int (*Heuristic)(void *h, void *desc, void *a, void *b, void *c, void *d, void *pref,
+			 int n, struct lt_heuristic *out, int *got);
+	int (*Matmul)(void *h, void *desc, const void *alpha, uint64_t A, void *la, uint64_t B,
+		      void *lb, const void *beta, uint64_t C, void *lc, uint64_t D, void *ld,
+		      const void *algo, uint64_t ws, size_t ws_bytes, void *stream);
+	struct shape *shapes;
+	uint32_t n_shapes;
+};
+
+static const char *const lib_names[] = {
+	"libcublasLt.so.13", "libcublasLt.so.12", "/usr/local/cuda/lib64/libcublasLt.so.13",
+	"/usr/local/cuda/lib64/libcublasLt.so.12", "libcublasLt.so",
+};
+
+static int lt_fail_b(struct haccel__gpu *g, struct haccel__blas *b, int st, const char *what)
+{
+	return haccel__fail(g->ctx, -EIO, "cublasLt: %s failed: %s (%d)", what,
+			    b && b->StatusName ? b->StatusName(st) : "?", st);
+}
+
+static int blas_load(struct haccel__gpu *g)
+{
+	struct haccel__blas *b;
+	uint64_t ws = WORKSPACE_BYTES;
+	int st, ret;
+
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	for (size_t i = 0; !b->lib && i < sizeof(lib_names) / sizeof(lib_names[0]); i++)
+		b->lib = dlopen(lib_names[i], RTLD_NOW | RTLD_LOCAL);
+	if (!b->lib) {
+		free(b);
+		return haccel__fail(g->ctx, -ENODEV,
+				    "cublasLt: libcublasLt.so.13 (or .12) not found on the library path nor in /usr/local/cuda/lib64");
+	}
+#define SYM(field, name)                                                                  \
+	if (!(*(void **)&b->field = dlsym(b->lib, name))) {                               \
+		dlclose(b->lib);                                                          \
+		free(b);                                                                  \
+		return haccel__fail(g->ctx, -ENODEV, "cublasLt: the library lacks %s", name); \
+	}
+	SYM(Create, "cublasLtCreate");
+	SYM(Destroy, "cublasLtDestroy");
+	SYM(StatusName, "cublasLtGetStatusName");
+	SYM(DescCreate, "cublasLtMatmulDescCreate");
+	SYM(DescDestroy, "cublasLtMatmulDescDestroy");
+	SYM(DescSet, "cublasLtMatmulDescSetAttribute");
+	SYM(LayoutCreate, "cublasLtMatrixLayoutCreate");
+	SYM(LayoutDestroy, "cublasLtMatrixLayoutDestroy");
+	SYM(LayoutSet, "cublasLtMatrixLayoutSetAttribute");
+	SYM(PrefCreate, "cublasLtMatmulPreferenceCreate");
+	SYM(PrefDestroy, "cublasLtMatmulPreferenceDestroy");
+	SYM(PrefSet, "cublasLtMatmulPreferenceSetAttribute");
+	SYM(Heuristic, "cublasLtMatmulAlgoGetHeuristic");
+	SYM(Matmul, "cublasLtMatmul");
+#undef SYM
+	pthread_mutex_init(&b->lock, NULL);
+	b->shapes = calloc(MAX_SHAPES, sizeof(*b->shapes));
+	ret = b->shapes ? 0 : -ENOMEM;
+	if (!ret && (st = b->Create(&b->handle)) != 0)
+		ret = lt_fail_b(g, b, st, "cublasLtCreate");
+	if (!ret && (st = b->PrefCreate(&b->pref)) != 0)
+		ret = lt_fail_b(g, b, st, "cublasLtMatmulPreferenceCreate");
+	if (!ret && (st = b->PrefSet(b->pref, LT_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws))) != 0)
+		ret = lt_fail_b(g, b, st, "preference workspace");
+	g->blas = b;
+	if (ret)
+		haccel__blas_fini(g);
+	return ret;
+}
+
+void haccel__blas_release_stream(struct haccel__gpu *g, void *stream)
+{
+	struct haccel__blas *b = g->blas;
+
+	if (!b || !stream)
+		return;
+	pthread_mutex_lock(&b->lock);
+	for (uint32_t i = 0; i < b->n_lanes; i++)
+		if (b->lanes[i].stream == stream)
+			b->lanes[i].stream = NULL;
+	pthread_mutex_unlock(&b->lock);
+}
+
+void haccel__blas_fini(struct haccel__gpu *g)
+{
+	struct haccel__blas *b = g->blas;
+
+	if (!b)
+		return;
+	for (uint32_t i = 0; i < b->n_shapes; i++) {
+		struct shape *s = &b->shapes[i];
+
+		b->LayoutDestroy(s->la);
+		b->LayoutDestroy(s->lb);
+		b->LayoutDestroy(s->lc);
+		b->DescDestroy(s->desc);
+	}
+	if (b->pref)
+		b->PrefDestroy(b->pref);
+	if (b->handle)
+		b->Destroy(b->handle);
+	for (uint32_t i = 0; i < b->n_lanes; i++)
+		haccel__gpu_mem_free(g->ctx, b->lanes[i].ws, WORKSPACE_BYTES);
+	free(b->shapes);
+	pthread_mutex_destroy(&b->lock);
+	dlclose(b->lib);
+	free(b);
+	g->blas = NULL;
+}
+
+static int lt_fail(struct haccel__gpu *g, int st, const char *what)
+{
+	return lt_fail_b(g, g->blas, st, what);
+}
+
+static int layout(struct haccel__blas *b, void **l, int type, uint64_t rows, uint64_t cols,
+		  int64_t ld, uint32_t batch, int64_t stride)
+{
+	int32_t n = (int32_t)batch;
+	int st = b->LayoutCreate(l, type, rows, cols, ld);
+
+	if (!st && batch > 1) {
+		st = b->LayoutSet(*l, LT_LAYOUT_BATCH_COUNT, &n, sizeof(n));
+		if (!st)
+			st = b->LayoutSet(*l, LT_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride));
+	}
+	return st;
+}
+
+/*
+ * Row-major C = A . op(B) is column-major C^T = op(B)^T . A^T: cuBLASLt's
+ * "A" is our B (N x K: stored [N][K] row-major is K x N column-major, so
+ * transposed when trans_b), its "B" is our A (K x M column-major, ld lda),
+ * and C^T is N x M column-major with ld ldc.
+ */
+static int shape_make(struct haccel__gpu *g, const struct haccel__gemm *k, struct shape *s)
+{
+	struct haccel__blas *b = g->blas;
+	int32_t ta = k->trans_b ? LT_OP_T : LT_OP_N, tb = LT_OP_N;
+	uint32_t epi = k->bias ? LT_EPILOGUE_BIAS : LT_EPILOGUE_DEFAULT;
+	struct lt_heuristic h;
+	int got = 0, st;
+
+	memset(s, 0, sizeof(*s));
+	s->key = *k;
+	if ((st = b->DescCreate(&s->desc, LT_COMPUTE_32F, LT_R_32F)) ||
+	    (st = b->DescSet(s->desc, LT_DESC_TRANSA, &ta, sizeof(ta))) ||
+	    (st = b->DescSet(s->desc, LT_DESC_TRANSB, &tb, sizeof(tb))) ||
+	    (st = b->DescSet(s->desc, LT_DESC_EPILOGUE, &epi, sizeof(epi))))
+		return lt_fail(g, st, "matmul descriptor");
+	if (k->trans_b)
+		st = layout(b, &s->la, LT_R_16BF, k->K, k->N, k->ldb, k->batch, k->stride_b);
+	else
+		st = layout(b, &s->la, LT_R_16BF, k->N, k->K, k->ldb, k->batch, k->stride_b);
+	if (!st)
+		st = layout(b, &s->lb, LT_R_16BF, k->K, k->M, k->lda, k->batch, k->stride_a);
+	if (!st)
+		st = layout(b, &s->lc, LT_R_32F, k->N, k->M, k->ldc, k->batch, k->stride_c);
+	if (st)
+		return lt_fail(g, st, "matrix layout");
+	if (k->bias) {
+		/* The heuristic needs a pointer set; the real one goes in per call. */
+		uint64_t p = k->bias;
+		b->DescSet(s->desc, LT_DESC_BIAS_POINTER, &p, sizeof(p));
+	}
+	st = b->Heuristic(b->handle, s->desc, s->la, s->lb, s->lc, s->lc, b->pref, 1, &h, &got);
+	if (st || got < 1)
+		return haccel__fail(g->ctx, -ENOTSUP,
+				    "cublasLt: no bf16 algorithm for %ux%ux%u (batch %u, lda %lld ldb %lld ldc %lld)",
+				    k->M, k->N, k->K, k->batch, (long long)k->lda, (long long)k->ldb,
+				    (long long)k->ldc);
+	memcpy(s->algo, h.algo, sizeof(s->algo));
+	return 0;
+}
+
+static int same_shape(const struct haccel__gemm *a, const struct haccel__gemm *b)
+{
+	return a->M == b->M && a->N == b->N && a->K == b->K && a->lda == b->lda &&
+	       a->ldb == b->ldb && a->ldc == b->ldc && a->stride_a == b->stride_a &&
+	       a->stride_b == b->stride_b && a->stride_c == b->stride_c &&
+	       (a->batch > 1 ? a->batch : 1) == (b->batch > 1 ? b->batch : 1) &&
+	       a->trans_b == b->trans_b && !a->bias == !b->bias;
+}
+
+int haccel__gemm_run(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op)
+{
+	struct haccel__blas *b;
+	struct shape *s = NULL;
+	const float one = 1.0f, zero = 0.0f;
+	uint64_t ws = 0;
+	int ret = 0, st;
+
+	if (!stream)
+		stream = g->stream;
+	if (!op->M || !op->N)
+		return 0;
+	/* Loaded once, by the thread that runs the model's first GEMM (a
+	 * model is driven by one thread at a time). */
+	if (!g->blas && (ret = blas_load(g)) != 0)
+		return ret;
+	b = g->blas;
+	pthread_mutex_lock(&b->lock);
+	for (uint32_t i = 0; !ret && i < b->n_shapes; i++)
+		if (same_shape(&b->shapes[i].key, op)) {
+			s = &b->shapes[i];
+			break;
+		}
+	if (!ret && !s) {
+		if (b->n_shapes == MAX_SHAPES)
+			ret = haccel__fail(g->ctx, -ENOSPC, "cublasLt: more than %d GEMM shapes", MAX_SHAPES);
+		else if (!(ret = shape_make(g, op, &b->shapes[b->n_shapes])))
+			s = &b->shapes[b->n_shapes++];
+	}
+	for (uint32_t i = 0; !ret && i < b->n_lanes; i++)
+		if (b->lanes[i].stream == stream)
+			ws = b->lanes[i].ws;
+	for (uint32_t i = 0; !ret && !ws && i < b->n_lanes; i++)
+		if (!b->lanes[i].stream) {
+			b->lanes[i].stream = stream;
+			ws = b->lanes[i].ws;
+		}
+	if (!ret && !ws) {
+		if (b->n_lanes == sizeof(b->lanes) / sizeof(b->lanes[0]))
+			ret = haccel__fail(g->ctx, -ENOSPC, "cublasLt: GEMMs on more than %zu streams",
+					   sizeof(b->lanes) / sizeof(b->lanes[0]));
+		else if (!(ret = haccel__gpu_mem_alloc(g->ctx, WORKSPACE_BYTES, &ws))) {
+			b->lanes[b->n_lanes].stream = stream;
+			b->lanes[b->n_lanes++].ws = ws;
+		}
+	}
+	pthread_mutex_unlock(&b->lock);
+	if (ret)
+		return ret;
+	if (op->bias) {
+		uint64_t p = op->bias;
+		b->DescSet(s->desc, LT_DESC_BIAS_POINTER, &p, sizeof(p));
+	}
+	st = b->Matmul(b->handle, s->desc, &one, op->B, s->la, op->A, s->lb, &zero, op->C, s->lc,
+		       op->C, s->lc, s->algo, ws, WORKSPACE_BYTES, stream);
+	return st ? lt_fail(g, st, "cublasLtMatmul") : 0;
+}
+
+int haccel__cuda_linear(struct haccel__gpu *g, void *stream, uint64_t y, uint64_t x, int64_t ldx,
+			uint64_t W, uint64_t bias, uint32_t T, uint32_t N, uint32_t K)
+{
+	struct haccel__gemm op = {
+		.M = T, .N = N, .K = K, .A = x, .B = W, .C = y, .bias = bias,
+		.lda = ldx, .ldb = K, .ldc = N, .batch = 1, .trans_b = 1,
+	};
+
+	return haccel__gemm_run(g, stream, &op);
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bf16 GEMMs with fp32 accumulation and fp32 output through cuBLASLt,
+ * loaded at run time (dlopen, no CUDA headers: the few types and values
+ * used are declared in blas.c with cuBLASLt's ABI). One workspace is
+ * allocated when the library is first used; the heuristic's choice is
+ * cached per shape in a table carved at the same time, so a step never
+ * allocates and a graph capture issues only the matmul itself.
+ */
+#ifndef HACCEL_GPU_BLAS_H
+#define HACCEL_GPU_BLAS_H
+
+#include <stdint.h>
+
+#include "gpu/module.h"
+
+/*
+ * One (batched) GEMM in row-major terms: for each b < batch,
+ *   C_b[M][N] = A_b[M][K] . op(B_b)   (+ bias[N] when bias is not 0)
+ * where A is bf16 with rows of lda elements, op(B) = B^T for B stored
+ * [N][K] (trans_b = 1, a torch Linear's weight) or B for B stored [K][N]
+ * (trans_b = 0), rows of ldb elements; C is fp32 with rows of ldc. Batch
+ * b's matrices start stride_* elements after batch b - 1's.
+ */
+struct haccel__gemm {
+	uint32_t M, N, K;
+	uint64_t A, B, C, bias;
+	int64_t lda, ldb, ldc;
+	int64_t stride_a, stride_b, stride_c;
+	uint32_t batch;        /* 0 or 1: one GEMM */
+	uint32_t trans_b;
+};
+
+/* Run it on stream (NULL: g's stream). Returns 0, -ENODEV (no cuBLASLt:
+ * the message says where it was looked for), -ENOTSUP (no algorithm for
+ * the shape), -EIO. */
+int haccel__gemm_run(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op);
+
+/* y[T][N] = x[T][K] . W[N][K]^T (+ bias): x bf16 (rows of ldx), W bf16, y
+ * fp32 (rows of N). */
+int haccel__cuda_linear(struct haccel__gpu *g, void *stream, uint64_t y, uint64_t x,
+			int64_t ldx, uint64_t W, uint64_t bias, uint32_t T,
+			uint32_t N, uint32_t K);
+
+/* The caller is about to destroy stream: its workspace goes to the next
+ * stream that runs a GEMM (a closed model's streams are not kept). The
+ * stream must be idle. */
+void haccel__blas_release_stream(struct haccel__gpu *g, void *stream);
+
+/* Release cuBLASLt (at context close). */
+void haccel__blas_fini(struct haccel__gpu *g);
+
+#endif /* HACCEL_GPU_BLAS_H */

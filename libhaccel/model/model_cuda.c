@@ -1,0 +1,773 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The hybrid model on the GPU: the CPU reference's step (model.c) with the
+ * CUDA ops of gpu/ops.h on device memory.
+ *
+ *  - Weights: the checkpoint is streamed to the GPU (the loader's GPU
+ *    sink: pinned staging, copies overlapped with reads), then each tensor is
+ *    put in one device arena at a 256-byte boundary: matrices as bf16 (the
+ *    GEMM operands, cuBLASLt with fp32 accumulation), vectors as fp32.
+ *  - Pools: the KV and state pools live in GPU memory (HACCEL_MEM_CUDA),
+ *    the block tables on the host with a device mirror that each step
+ *    patches with the entries it changed.
+ *  - Workspace: carved once at open for max_step_tokens rows; a step
+ *    writes its small inputs (token ids, positions, slots, segments,
+ *    block-table patches) into one pinned host buffer, copies it to a
+ *    fixed device buffer and runs the layers.
+ *  - Decode steps (every item one token) run from a CUDA graph per batch
+ *    bucket (1, 2, 4, ... up to max_step_tokens and 256): rows past the
+ *    batch are padding that writes no KV (slot -1), reads a zeroed
+ *    block-table row and updates a spare state slot. A bucket is run
+ *    directly the first time (which also warms cuBLASLt's shape cache and
+ *    its workspaces), captured the second, and replayed after.
+ *  - In a DSA layer the indexer's inputs (its query projection; its key
+ *    projection, norm, rotation and write; its head weights) run on two
+ *    more streams forked from the main one and joined before the fused
+ *    indexer, so a captured step keeps them as parallel graph branches.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/ctx.h"
+#include "core/log.h"
+#include "gpu/blas.h"
+#include "gpu/cuda.h"
+#include "gpu/mem.h"
+#include "gpu/module.h"
+#include "gpu/ops.h"
+#include "model/format.h"
+#include "model/model_priv.h"
+#include "weights/weights.h"
+
+#define N_BUF 12
+#define N_BF 5
+#define N_BUCKETS 9  /* 1 .. 256 */
+#define ALIGN 256u
+
+struct haccel__gmodel {
+	struct haccel__gpu *g;
+	struct haccel__cuda *cu;
+	void *s2, *s3;                  /* the indexer's branches */
+	void *ev_fork, *ev_join2, *ev_join3;
+
+	uint64_t arena, arena_bytes;    /* weights */
+	struct haccel__model_weights w; /* device addresses, as float * */
+
+	uint64_t ws, ws_bytes;          /* workspace */
+	uint64_t h, x, y, res, buf[N_BUF], bf[N_BF];
+	uint64_t sel, n_sel, idx_scratch, mla_scratch, kda_scratch;
+	uint64_t rows_x, rows_xb, logits;
+	uint64_t in;                    /* the step's inputs (below) */
+	uint64_t bt;                    /* block tables: (max_seqs + 1) rows */
+	uint32_t pad_slot, pad_row, Rmax, max_upd;
+
+	/* Inputs, at these offsets in `in` and in the pinned host copy. */
+	uint8_t *in_host;
+	uint64_t in_bytes;
+	uint64_t o_tok, o_pos, o_slot, o_bt_row, o_seg_off, o_seg_slot, o_rows, o_upd;
+	float *logits_host;             /* pinned, [Rmax][V] */
+
+	struct {
+		uint32_t runs;          /* direct runs so far (1: warm) */
+		void *exec;
+	} graph[N_BUCKETS];
+	bool no_graphs;                 /* HACCEL_MODEL_NO_GRAPHS: direct launches */
+};
+
+static uint64_t up(uint64_t x)
+{
+	return (x + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+static inline uint64_t F(const float *p)
+{
+	return (uint64_t)(uintptr_t)p;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Weights                                                                  */
+
+static int src_type(uint32_t dtype)
+{
+	return dtype == HACCEL_DTYPE_F32 ? 0 : dtype == HACCEL_DTYPE_BF16 ? 1 : 2;
+}
+
+int haccel__gmodel_load(struct haccel_model *m, struct haccel_weights *wts,
+			struct haccel__tensor_spec *spec, uint32_t n)
+{
+	struct haccel_ctx *ctx = m->ctx;
+	struct haccel_weights_info info;
+	struct haccel_load_params lp;
+	struct haccel_gpu_sink_params sp;
+	struct haccel_gpu_sink *sink = NULL;
+	struct haccel__gmodel *gm;
+	uint64_t raw_d = 0, off = 0;
+	int ret;
+
+	gm = calloc(1, sizeof(*gm));
+	if (!gm)
+		return -ENOMEM;
+	m->gm = gm;
+	ret = haccel__gpu_get(ctx, &gm->g);
+	if (ret)
+		return ret == -ENODEV || ret == -ENOSYS ?
+			       haccel__fail(ctx, ret, "model: device cuda: %s", ctx->cuda ? ctx->cuda->why : "no GPU") :
+			       ret;
+	gm->cu = gm->g->cu;
+	haccel_weights_info(wts, &info);
+
+	/* The arena: every tensor at a 256-byte boundary, in its GPU form. */
+	for (uint32_t i = 0; i < n; i++)
+		gm->arena_bytes += up(haccel__spec_elems(&spec[i]) * (spec[i].gemm ? 2 : 4));
+	ret = haccel__gpu_mem_alloc(ctx, gm->arena_bytes, &gm->arena);
+	if (!ret)
+		ret = haccel__gpu_mem_alloc(ctx, info.dest_bytes, &raw_d);
+	if (ret)
+		goto out;
+
+	/* Straight to the GPU: staging buffers registered with CUDA, copies
+	 * overlapped with the next reads (the GPU sink). */
+	haccel_gpu_sink_params_init(&sp);
+	sp.dptr = raw_d;
+	sp.bytes = info.dest_bytes ? info.dest_bytes : 1;
+	ret = haccel_gpu_sink_create(ctx, &sp, &sink);
+	if (ret)
+		goto out;
+	haccel_load_params_init(&lp);
+	lp.flags = m->p.load_flags;
+	ret = haccel_load(wts, &lp, haccel_gpu_sink_sink(sink), &m->load);
+	haccel_gpu_sink_destroy(sink);
+	if (ret)
+		goto out;
+	m->weight_bytes = m->load.tensor_bytes;
+
+	haccel__model_tensors(&m->c, &gm->w, spec, n);
+	for (uint32_t i = 0; !ret && i < n; i++) {
+		struct haccel_tensor_info t;
+		uint32_t idx;
+		uint64_t ne = haccel__spec_elems(&spec[i]);
+		int dst = spec[i].gemm ? 1 : 0;
+
+		haccel_weights_find(wts, spec[i].name, &idx);
+		haccel_weights_tensor(wts, idx, &t);
+		ret = haccel__cuda_convert(gm->g, NULL, gm->arena + off, dst, raw_d + t.dest_offset,
+					   src_type(t.dtype), ne);
+		*spec[i].bind = (float *)(uintptr_t)(gm->arena + off);
+		off += up(ne * (dst ? 2 : 4));
+	}
+	if (m->c.tie_word_embeddings)
+		gm->w.lm_head = gm->w.embed;
+	if (!ret)
+		ret = HACCEL__CU(ctx, gm->cu->StreamSynchronize(gm->g->stream));
+out:
+	haccel__gpu_mem_free(ctx, raw_d, info.dest_bytes);
+	return ret;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Setup and close                                                          */
+
+static uint32_t umax(uint32_t a, uint32_t b)
+{
+	return a > b ? a : b;
+}
+
+int haccel__gmodel_setup(struct haccel_model *m)
+{
+	const struct haccel__model_config *c = &m->c;
+	struct haccel__gmodel *gm = m->gm;
+	struct haccel__cuda *cu = gm->cu;
+	struct haccel_ctx *ctx = m->ctx;
+	uint32_t Tm = m->p.max_step_tokens, D = c->hidden_size, w = m->ws.maxw, V = c->vocab_size;
+	uint32_t nres = c->attn_res ? haccel__config_n_blocks(c) + 1 : 1;
+	uint32_t topk = c->n_dsa ? c->dsa.index_topk : 0;
+	uint64_t o = 0, ob = 0;
+	int ret;
+
+	gm->no_graphs = m->p.flags & HACCEL_MODEL_NO_GRAPHS;
+
+	/* Logit rows: one per item; a decode bucket may pad up to a power of 2. */
+	gm->Rmax = 1;
+	while (gm->Rmax < m->p.max_seqs)
+		gm->Rmax <<= 1;
+	if (gm->Rmax > Tm)
+		gm->Rmax = Tm;
+	if (gm->Rmax < m->p.max_seqs)
+		gm->Rmax = m->p.max_seqs;
+
+#define CARVE(field, bytes) (gm->field = o, o += up(bytes))
+	CARVE(h, (uint64_t)Tm * D * 4);
+	CARVE(x, (uint64_t)Tm * D * 4);
+	CARVE(y, (uint64_t)Tm * D * 4);
+	CARVE(res, (uint64_t)nres * Tm * D * 4);
+	for (int i = 0; i < N_BUF; i++)
+		CARVE(buf[i], (uint64_t)Tm * w * 4);
+	for (int i = 0; i < N_BF; i++)
+		CARVE(bf[i], (uint64_t)Tm * w * 2);
+	CARVE(rows_x, (uint64_t)gm->Rmax * D * 4);
+	CARVE(rows_xb, (uint64_t)gm->Rmax * D * 2);
+	CARVE(logits, (uint64_t)gm->Rmax * V * 4);
+	if (c->n_dsa) {
+		const struct haccel__dsa_config *d = &c->dsa;
+
+		CARVE(sel, (uint64_t)Tm * topk * 4);
+		CARVE(n_sel, (uint64_t)Tm * 4);
+		CARVE(idx_scratch, haccel__cuda_indexer_scratch(Tm, m->p.max_seq_tokens, topk));
+		CARVE(mla_scratch, haccel__cuda_sparse_mla_scratch(Tm, d->num_heads, topk));
+		CARVE(bt, (uint64_t)(m->p.max_seqs + 1) * m->bt_stride * 4);
+		gm->pad_row = m->p.max_seqs;
+	}
+	if (c->n_kda) {
+		const struct haccel__kda_config *k = &c->kda;
+
+		CARVE(kda_scratch, haccel__cuda_kda_chunked_scratch(Tm, k->num_heads, k->head_k_dim,
+								     k->head_v_dim, Tm));
+	}
+	/* Inputs: token ids, positions, KV slots, block-table rows; segments;
+	 * logit rows; block-table patches (count, then index/value pairs). */
+	gm->max_upd = Tm / (m->page_tokens ? m->page_tokens : 1) + 2 * umax(Tm, m->p.max_seqs) + 2;
+#define IN(field, bytes) (gm->field = ob, ob += up(bytes))
+	IN(o_tok, (uint64_t)Tm * 4);
+	IN(o_pos, (uint64_t)Tm * 4);
+	IN(o_slot, (uint64_t)Tm * 8);
+	IN(o_bt_row, (uint64_t)Tm * 4);
+	IN(o_seg_off, (uint64_t)(Tm + 1) * 4);
+	IN(o_seg_slot, (uint64_t)Tm * 4);
+	IN(o_rows, (uint64_t)gm->Rmax * 4);
+	IN(o_upd, (uint64_t)(1 + 2 * gm->max_upd) * 4);
+#undef IN
+	gm->in_bytes = ob;
+	CARVE(in, ob);
+#undef CARVE
+	gm->ws_bytes = o;
+	ret = haccel__gpu_mem_alloc(ctx, gm->ws_bytes, &gm->ws);
+	if (ret)
+		return ret;
+	/* Offsets become addresses. */
+	uint64_t *fields[] = { &gm->h, &gm->x, &gm->y, &gm->res, &gm->rows_x, &gm->rows_xb,
+			       &gm->logits, &gm->in };
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		*fields[i] += gm->ws;
+	for (int i = 0; i < N_BUF; i++)
+		gm->buf[i] += gm->ws;
+	for (int i = 0; i < N_BF; i++)
+		gm->bf[i] += gm->ws;
+	if (c->n_dsa) {
+		gm->sel += gm->ws;
+		gm->n_sel += gm->ws;
+		gm->idx_scratch += gm->ws;
+		gm->mla_scratch += gm->ws;
+		gm->bt += gm->ws;
+	}
+	if (c->n_kda)
+		gm->kda_scratch += gm->ws;
+
+	/* Pinned host memory for the inputs and the logits. */
+	if (posix_memalign((void **)&gm->in_host, 4096, gm->in_bytes) ||
+	    posix_memalign((void **)&gm->logits_host, 4096, (size_t)gm->Rmax * V * 4))
+		return haccel__fail(ctx, -ENOMEM, "model: cannot allocate the step's host buffers");
+	memset(gm->in_host, 0, gm->in_bytes);
+	ret = HACCEL__CU(ctx, cu->MemHostRegister(gm->in_host, gm->in_bytes, 0));
+	if (!ret)
+		ret = HACCEL__CU(ctx, cu->MemHostRegister(gm->logits_host, (size_t)gm->Rmax * V * 4, 0));
+	if (!ret)
+		ret = HACCEL__CU(ctx, cu->StreamCreate(&gm->s2, HACCEL__CU_STREAM_NON_BLOCKING));
+	if (!ret)
+		ret = HACCEL__CU(ctx, cu->StreamCreate(&gm->s3, HACCEL__CU_STREAM_NON_BLOCKING));
+	if (!ret)
+		ret = HACCEL__CU(ctx, cu->EventCreate(&gm->ev_fork, HACCEL__CU_EVENT_DISABLE_TIMING));
+	if (!ret)
+		ret = HACCEL__CU(ctx, cu->EventCreate(&gm->ev_join2, HACCEL__CU_EVENT_DISABLE_TIMING));
+	if (!ret)
+		ret = HACCEL__CU(ctx, cu->EventCreate(&gm->ev_join3, HACCEL__CU_EVENT_DISABLE_TIMING));
+	if (ret)
+		return ret;
+	if (m->st) {
+		ret = haccel_state_slot_alloc(m->st, 0, &gm->pad_slot);
+		if (ret)
+			return haccel__fail(ctx, ret, "model: no spare state slot for padded rows");
+	}
+	ret = HACCEL__CU(ctx, cu->StreamSynchronize(gm->g->stream));
+	if (ret)
+		return ret;
+	haccel__info(ctx, "model: cuda: weights %.1f MiB, workspace %.1f MiB, graphs %s",
+		     gm->arena_bytes / 1048576.0, gm->ws_bytes / 1048576.0,
+		     gm->no_graphs ? "off" : "per decode bucket");
+	return 0;
+}
+
+void haccel__gmodel_close(struct haccel_model *m)
+{
+	struct haccel__gmodel *gm = m->gm;
+	struct haccel__cuda *cu;
+
+	if (!gm)
+		return;
+	cu = gm->cu;
+	if (cu) {
+		cu->CtxSynchronize();
+		for (int i = 0; i < N_BUCKETS; i++)
+			if (gm->graph[i].exec)
+				cu->GraphExecDestroy(gm->graph[i].exec);
+		if (gm->ev_fork)
+			cu->EventDestroy(gm->ev_fork);
+		if (gm->ev_join2)
+			cu->EventDestroy(gm->ev_join2);
+		if (gm->ev_join3)
+			cu->EventDestroy(gm->ev_join3);
+		if (gm->s2) {
+			haccel__blas_release_stream(gm->g, gm->s2);
+			cu->StreamDestroy(gm->s2);
+		}
+		if (gm->s3) {
+			haccel__blas_release_stream(gm->g, gm->s3);
+			cu->StreamDestroy(gm->s3);
+		}
+		if (gm->in_host)
+			cu->MemHostUnregister(gm->in_host);
+		if (gm->logits_host)
+			cu->MemHostUnregister(gm->logits_host);
+	}
+	free(gm->in_host);
+	free(gm->logits_host);
+	haccel__gpu_mem_free(m->ctx, gm->ws, gm->ws_bytes);
+	haccel__gpu_mem_free(m->ctx, gm->arena, gm->arena_bytes);
+	free(gm);
+	m->gm = NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Layers                                                                   */
+
+/* The arguments of one forward pass over T rows in n_seg segments. */
+struct fwd {
+	uint32_t T, n_seg, R;   /* rows, segments, logit rows */
+	uint32_t max_pos;       /* the largest position (indexer bound) */
+	bool decode;            /* one token per segment: the recurrent kernel */
+};
+
+#define TRY(call)                  \
+	do {                       \
+		int r_ = (call);   \
+		if (r_)            \
+			return r_; \
+	} while (0)
+
+static uint64_t IN(const struct haccel__gmodel *gm, uint64_t off)
+{
+	return gm->in + off;
+}
+
+static int to_bf(struct haccel__gmodel *gm, void *s, uint64_t dst, uint64_t src, size_t n)
+{
+	return haccel__cuda_to_bf16(gm->g, s, dst, src, n);
+}
+
+static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
+{
+	const struct haccel__kda_config *k = &m->c.kda;
+	struct haccel__gmodel *gm = m->gm;
+	const struct haccel__kda_weights *W = &gm->w.layer[li].kda;
+	struct haccel__gpu *g = gm->g;
+	uint32_t D = m->c.hidden_size, H = k->num_heads, K = k->head_k_dim, V = k->head_v_dim;
+	uint32_t HK = H * K, HV = H * V, Wc = k->conv_size, l = m->sub[li], T = f->T;
+	uint64_t *b = gm->buf, xb = gm->bf[0], tb = gm->bf[1], ob = gm->bf[2];
+	uint64_t q = b[0], kk = b[1], v = b[2], qc = b[3], kc = b[4], vc = b[5], gt = b[6];
+	uint64_t tmp = b[7], beta = b[8], o = b[9], og = b[1];
+	uint64_t base = (uint64_t)(uintptr_t)m->sl.slots_base + (uint64_t)l * m->sl.layer_bytes;
+	uint64_t stride = m->sl.slot_bytes;
+	uint64_t so = IN(gm, gm->o_seg_off), ss = IN(gm, gm->o_seg_slot);
+
+	TRY(to_bf(gm, NULL, xb, gm->x, (size_t)T * D));
+	TRY(haccel__cuda_linear(g, NULL, q, xb, D, F(W->q), 0, T, HK, D));
+	TRY(haccel__cuda_linear(g, NULL, kk, xb, D, F(W->k), 0, T, HK, D));
+	TRY(haccel__cuda_linear(g, NULL, v, xb, D, F(W->v), 0, T, HV, D));
+	TRY(haccel__cuda_kda_conv(g, NULL, qc, q, T, HK, F(W->q_conv), Wc, f->n_seg, so, ss,
+				  base + m->sl.conv_q_offset, stride));
+	TRY(haccel__cuda_kda_conv(g, NULL, kc, kk, T, HK, F(W->k_conv), Wc, f->n_seg, so, ss,
+				  base + m->sl.conv_k_offset, stride));
+	TRY(haccel__cuda_kda_conv(g, NULL, vc, v, T, HV, F(W->v_conv), Wc, f->n_seg, so, ss,
+				  base + m->sl.conv_v_offset, stride));
+	TRY(haccel__cuda_linear(g, NULL, tmp, xb, D, F(W->f_a), 0, T, k->gate_rank, D));
+	TRY(to_bf(gm, NULL, tb, tmp, (size_t)T * k->gate_rank));
+	TRY(haccel__cuda_linear(g, NULL, gt, tb, k->gate_rank, F(W->f_b), 0, T, HK, k->gate_rank));
+	TRY(haccel__cuda_kda_gate(g, NULL, gt, gt, T, H, K, F(W->A_log), F(W->dt_bias),
+				  (int)k->gate_form, k->gate_lower_bound));
+	TRY(haccel__cuda_linear(g, NULL, beta, xb, D, F(W->b), 0, T, H, D));
+	TRY(haccel__cuda_kda_prep(g, NULL, qc, kc, beta, T, H, K));
+	if (f->decode)
+		TRY(haccel__cuda_kda_recurrent(g, NULL, qc, kc, vc, gt, beta, o, T, H, K, V, f->n_seg,
+					       so, ss, base + m->sl.state_offset, stride));
+	else
+		TRY(haccel__cuda_kda_chunked(g, NULL, qc, kc, vc, gt, beta, o, T, H, K, V, f->n_seg,
+					     so, ss, base + m->sl.state_offset, stride,
+					     gm->kda_scratch));
+	if (k->output_gate_low_rank) {
+		TRY(haccel__cuda_linear(g, NULL, tmp, xb, D, F(W->g_a), 0, T, k->output_gate_rank, D));
+		TRY(to_bf(gm, NULL, tb, tmp, (size_t)T * k->output_gate_rank));
+		TRY(haccel__cuda_linear(g, NULL, og, tb, k->output_gate_rank, F(W->g_b),
+					F(W->g_b_bias), T, HV, k->output_gate_rank));
+	} else {
+		TRY(haccel__cuda_linear(g, NULL, og, xb, D, F(W->g), 0, T, HV, D));
+	}
+	TRY(haccel__cuda_gated_rmsnorm(g, NULL, o, og, F(W->o_norm), T, H, V, m->c.rms_norm_eps));
+	TRY(to_bf(gm, NULL, ob, o, (size_t)T * HV));
+	return haccel__cuda_linear(g, NULL, gm->y, ob, HV, F(W->o), 0, T, D, HV);
+}
+
+static int dsa_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
+{
+	const struct haccel__dsa_config *d = &m->c.dsa;
+	struct haccel__gmodel *gm = m->gm;
+	const struct haccel__dsa_weights *W = &gm->w.layer[li].dsa;
+	struct haccel__gpu *g = gm->g;
+	struct haccel__cuda *cu = gm->cu;
+	struct haccel_ctx *ctx = m->ctx;
+	uint32_t D = m->c.hidden_size, H = d->num_heads, dn = d->qk_nope_head_dim;
+	uint32_t dr = d->qk_rope_head_dim, dv = d->v_head_dim, R = d->kv_lora_rank;
+	uint32_t IH = d->index_n_heads, ID = d->index_head_dim, l = m->sub[li], T = f->T;
+	uint32_t qh = dn + dr, topk = d->index_topk, Rq = d->q_lora_rank;
+	uint64_t *b = gm->buf;
+	uint64_t cq = b[0], q = b[1], kva = b[2], lat = b[3], kpe = b[4], qlat = b[5];
+	uint64_t olat = b[6], qpe = b[7], iq = b[8], t7 = b[9], ik = b[10], iw = b[11], o = b[0];
+	uint64_t xb = gm->bf[0], cqb = gm->bf[1], qb = gm->bf[2], olb = gm->bf[3], ob = gm->bf[4];
+	uint64_t pos = IN(gm, gm->o_pos), slots = IN(gm, gm->o_slot), btr = IN(gm, gm->o_bt_row);
+	uint64_t kv_reg = (uint64_t)(uintptr_t)m->kv_reg[l].base;
+	uint64_t ik_reg = (uint64_t)(uintptr_t)m->ik_reg[l].base;
+	void *s2 = gm->s2, *s3 = gm->s3;
+
+	/* The q latent, shared by attention and the indexer. */
+	TRY(to_bf(gm, NULL, xb, gm->x, (size_t)T * D));
+	TRY(haccel__cuda_linear(g, NULL, cq, xb, D, F(W->q_a), 0, T, Rq, D));
+	TRY(haccel__cuda_rmsnorm(g, NULL, cq, cq, F(W->q_a_norm), T, Rq, m->c.rms_norm_eps));
+	TRY(to_bf(gm, NULL, cqb, cq, (size_t)T * Rq));
+
+	/* Fork: the indexer's query on s2, its keys and head weights on s3. */
+	TRY(HACCEL__CU(ctx, cu->EventRecord(gm->ev_fork, g->stream)));
+	TRY(HACCEL__CU(ctx, cu->StreamWaitEvent(s2, gm->ev_fork, 0)));
+	TRY(HACCEL__CU(ctx, cu->StreamWaitEvent(s3, gm->ev_fork, 0)));
+	TRY(haccel__cuda_linear(g, s2, iq, cqb, Rq, F(W->iq_b), 0, T, IH * ID, Rq));
+	if (d->index_rope_dim)
+		TRY(haccel__cuda_rope(g, s2, iq, T, IH, (size_t)IH * ID, ID, d->index_rope_dim, pos,
+				      d->rope_theta, (int)d->index_rope_layout));
+	TRY(haccel__cuda_hadamard128(g, s2, iq, T * IH));
+	TRY(HACCEL__CU(ctx, cu->EventRecord(gm->ev_join2, s2)));
+
+	TRY(haccel__cuda_linear(g, s3, t7, xb, D, F(W->ik), 0, T, ID, D));
+	TRY(haccel__cuda_layernorm(g, s3, ik, t7, F(W->ik_norm_w), F(W->ik_norm_b), T, ID, 1e-6f));
+	if (d->index_rope_dim)
+		TRY(haccel__cuda_rope(g, s3, ik, T, 1, ID, ID, d->index_rope_dim, pos, d->rope_theta,
+				      (int)d->index_rope_layout));
+	TRY(haccel__cuda_hadamard128(g, s3, ik, T));
+	TRY(haccel__cuda_index_k_write(g, s3, ik_reg, slots, ik, T));
+	TRY(haccel__cuda_linear(g, s3, iw, xb, D, F(W->iw), 0, T, IH, D));
+	TRY(haccel__cuda_scale(g, s3, iw, iw, 1.0f / sqrtf((float)IH) / sqrtf((float)ID),
+			       (size_t)T * IH));
+	TRY(HACCEL__CU(ctx, cu->EventRecord(gm->ev_join3, s3)));
+
+	/* Attention's queries and this step's KV, on the main stream. */
+	TRY(haccel__cuda_linear(g, NULL, q, cqb, Rq, F(W->q_b), 0, T, H * qh, Rq));
+	TRY(haccel__cuda_linear(g, NULL, kva, xb, D, F(W->kv_a), 0, T, R + dr, D));
+	TRY(haccel__cuda_copy_rows(g, NULL, lat, R, kva, R + dr, T, R));
+	if (dr)
+		TRY(haccel__cuda_copy_rows(g, NULL, kpe, dr, kva + (uint64_t)R * 4, R + dr, T, dr));
+	TRY(haccel__cuda_rmsnorm(g, NULL, lat, lat, F(W->kv_a_norm), T, R, m->c.rms_norm_eps));
+	if (dr) {
+		TRY(haccel__cuda_rope(g, NULL, q + (uint64_t)dn * 4, T, H, (size_t)H * qh, qh, dr, pos,
+				      d->rope_theta, (int)d->rope_layout));
+		TRY(haccel__cuda_rope(g, NULL, kpe, T, 1, dr, dr, dr, pos, d->rope_theta,
+				      (int)d->rope_layout));
+	}
+	TRY(haccel__cuda_mla_kv_write(g, NULL, kv_reg, slots, lat, kpe, T, dr));
+	/* Absorbed queries: q_lat[t][h] = W_UK[h]^T q_nope[t][h], one GEMM per head. */
+	TRY(to_bf(gm, NULL, qb, q, (size_t)T * H * qh));
+	struct haccel__gemm uk = {
+		.M = T, .N = R, .K = dn, .A = qb, .B = F(W->kv_b), .C = qlat,
+		.lda = (int64_t)H * qh, .ldb = R, .ldc = (int64_t)H * R,
+		.stride_a = qh, .stride_b = (int64_t)(dn + dv) * R, .stride_c = R,
+		.batch = H, .trans_b = 0,
+	};
+	TRY(haccel__gemm_run(g, NULL, &uk));
+	if (dr)
+		TRY(haccel__cuda_copy_rows(g, NULL, qpe, dr, q + (uint64_t)dn * 4, qh, T * H, dr));
+
+	/* Join, then the fused indexer and sparse attention. */
+	TRY(HACCEL__CU(ctx, cu->StreamWaitEvent(g->stream, gm->ev_join2, 0)));
+	TRY(HACCEL__CU(ctx, cu->StreamWaitEvent(g->stream, gm->ev_join3, 0)));
+	TRY(haccel__cuda_indexer_topk(g, NULL, gm->sel, gm->n_sel, iq, iw, T, IH, pos, btr, ik_reg,
+				      gm->bt, m->bt_stride, m->page_tokens, topk, f->max_pos,
+				      gm->idx_scratch));
+	TRY(haccel__cuda_sparse_mla(g, NULL, olat, qlat, qpe, T, H, dr, gm->sel, gm->n_sel, topk,
+				    btr, kv_reg, gm->bt, m->bt_stride, m->page_tokens,
+				    1.0f / sqrtf((float)qh), gm->mla_scratch));
+	/* Values: o[t][h] = W_UV[h] o_lat[t][h], then the output projection. */
+	TRY(to_bf(gm, NULL, olb, olat, (size_t)T * H * R));
+	struct haccel__gemm uv = {
+		.M = T, .N = dv, .K = R, .A = olb, .B = F(W->kv_b) + (uint64_t)dn * R * 2, .C = o,
+		.lda = (int64_t)H * R, .ldb = R, .ldc = (int64_t)H * dv,
+		.stride_a = R, .stride_b = (int64_t)(dn + dv) * R, .stride_c = dv,
+		.batch = H, .trans_b = 1,
+	};
+	TRY(haccel__gemm_run(g, NULL, &uv));
+	TRY(to_bf(gm, NULL, ob, o, (size_t)T * H * dv));
+	return haccel__cuda_linear(g, NULL, gm->y, ob, H * dv, F(W->o), 0, T, D, H * dv);
+}
+
+static int mlp(struct haccel_model *m, uint32_t li, const struct fwd *f)
+{
+	struct haccel__gmodel *gm = m->gm;
+	const struct haccel__layer_weights *L = &gm->w.layer[li];
+	struct haccel__gpu *g = gm->g;
+	uint32_t D = m->c.hidden_size, I = m->c.intermediate_size, T = f->T;
+	uint64_t gg = gm->buf[0], u = gm->buf[1], xb = gm->bf[0], gb = gm->bf[1];
+
+	TRY(to_bf(gm, NULL, xb, gm->x, (size_t)T * D));
+	TRY(haccel__cuda_linear(g, NULL, gg, xb, D, F(L->gate), 0, T, I, D));
+	TRY(haccel__cuda_linear(g, NULL, u, xb, D, F(L->up), 0, T, I, D));
+	TRY(haccel__cuda_swiglu(g, NULL, gg, gg, u, (size_t)T * I));
+	TRY(to_bf(gm, NULL, gb, gg, (size_t)T * I));
+	return haccel__cuda_linear(g, NULL, gm->y, gb, I, F(L->down), 0, T, D, I);
+}
+
+/* Every layer, then the logits of the R rows listed in the inputs. */
+static int forward(struct haccel_model *m, const struct fwd *f)
+{
+	const struct haccel__model_config *c = &m->c;
+	struct haccel__gmodel *gm = m->gm;
+	struct haccel__gpu *g = gm->g;
+	uint32_t D = c->hidden_size, T = f->T;
+	uint64_t TD = (uint64_t)T * D, blocks = gm->res;
+	uint32_t nb = 0;
+	bool partial = false;
+
+	if (m->kv)
+		TRY(haccel__cuda_scatter_u32(g, NULL, gm->bt, IN(gm, gm->o_upd)));
+	TRY(haccel__cuda_embed(g, NULL, gm->res, F(gm->w.embed), IN(gm, gm->o_tok), T, D));
+	if (c->attn_res)
+		nb = 1;
+	for (uint32_t li = 0; li < c->num_layers; li++) {
+		const struct haccel__layer_weights *L = &gm->w.layer[li];
+
+		for (uint32_t sub = 0; sub < 2; sub++) {
+			uint32_t j = 2 * li + sub;
+			uint64_t h = gm->res;
+
+			if (c->attn_res) {
+				TRY(haccel__cuda_attn_res_mix(g, NULL, gm->h, blocks, TD,
+							      nb + (partial ? 1 : 0),
+							      F(sub ? L->ar_mlp_q : L->ar_mixer_q),
+							      F(sub ? L->ar_mlp_norm : L->ar_mixer_norm),
+							      T, D, c->rms_norm_eps));
+				h = gm->h;
+			}
+			TRY(haccel__cuda_rmsnorm(g, NULL, gm->x, h, F(sub ? L->post_norm : L->in_norm), T,
+						 D, c->rms_norm_eps));
+			if (sub)
+				TRY(mlp(m, li, f));
+			else if (c->layer_type[li] == HACCEL__LAYER_KDA)
+				TRY(kda_layer(m, li, f));
+			else
+				TRY(dsa_layer(m, li, f));
+			uint64_t acc = c->attn_res ? blocks + (uint64_t)nb * TD * 4 : gm->res;
+			if (c->attn_res && !partial)
+				TRY(HACCEL__CU(m->ctx, gm->cu->MemcpyDtoDAsync(acc, gm->y, TD * 4, g->stream)));
+			else
+				TRY(haccel__cuda_add(g, NULL, acc, acc, gm->y, TD));
+			if (c->attn_res) {
+				partial = true;
+				if ((j + 1) % c->attn_res_block_size == 0) {
+					nb++;
+					partial = false;
+				}
+			}
+		}
+	}
+	uint64_t hf = gm->res;
+	if (c->attn_res) {
+		if (partial)
+			nb++;
+		TRY(haccel__cuda_attn_res_mix(g, NULL, gm->h, blocks, TD, nb, F(gm->w.ar_final_q),
+					      F(gm->w.ar_final_norm), T, D, c->rms_norm_eps));
+		hf = gm->h;
+	}
+	if (!f->R)
+		return 0;
+	TRY(haccel__cuda_gather_rows(g, NULL, gm->rows_x, hf, IN(gm, gm->o_rows), f->R, D));
+	TRY(haccel__cuda_rmsnorm(g, NULL, gm->rows_x, gm->rows_x, F(gm->w.final_norm), f->R, D,
+				 c->rms_norm_eps));
+	TRY(to_bf(gm, NULL, gm->rows_xb, gm->rows_x, (size_t)f->R * D));
+	return haccel__cuda_linear(g, NULL, gm->logits, gm->rows_xb, D, F(gm->w.lm_head), 0, f->R,
+				   c->vocab_size, D);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Step                                                                     */
+
+int haccel__gmodel_sync_row(struct haccel_model *m, uint32_t kv_seq)
+{
+	struct haccel__gmodel *gm = m->gm;
+	uint64_t off = (uint64_t)kv_seq * m->bt_stride * 4;
+
+	return HACCEL__CU(m->ctx, gm->cu->MemcpyHtoD(gm->bt + off, m->block_tables +
+						     (size_t)kv_seq * m->bt_stride,
+						     (size_t)m->bt_stride * 4));
+}
+
+/*
+ * Fill the host inputs for T_run rows in n_seg segments (rows past T and
+ * segments past n_items are padding) and the block-table patches.
+ */
+static uint32_t fill_inputs(struct haccel_model *m, const struct haccel_step_item *items,
+			    uint32_t n_items, uint32_t T, const uint32_t *first, uint32_t T_run,
+			    uint32_t n_seg, uint32_t R)
+{
+	struct haccel__gmodel *gm = m->gm;
+	uint8_t *in = gm->in_host;
+	int32_t *tok = (int32_t *)(in + gm->o_tok);
+	uint32_t *pos = (uint32_t *)(in + gm->o_pos), *btr = (uint32_t *)(in + gm->o_bt_row);
+	int64_t *slot = (int64_t *)(in + gm->o_slot);
+	uint32_t *so = (uint32_t *)(in + gm->o_seg_off), *ss = (uint32_t *)(in + gm->o_seg_slot);
+	uint32_t *rows = (uint32_t *)(in + gm->o_rows), *upd = (uint32_t *)(in + gm->o_upd);
+	uint32_t max_pos = 0, nu = 0;
+
+	for (uint32_t i = 0; i < n_items; i++) {
+		const struct mseq *s = &m->seqs[items[i].seq];
+		uint32_t f0 = first[i], n = items[i].n_tokens;
+
+		so[i] = f0;
+		ss[i] = m->st ? s->slot : 0;
+		rows[i] = f0 + n - 1;
+		for (uint32_t t = 0; t < n; t++) {
+			tok[f0 + t] = m->ws.tok[f0 + t];
+			pos[f0 + t] = m->ws.pos[f0 + t];
+			slot[f0 + t] = m->kv ? m->ws.slot[f0 + t] : -1;
+			btr[f0 + t] = s->kv_seq;
+			if (pos[f0 + t] > max_pos)
+				max_pos = pos[f0 + t];
+		}
+		if (m->kv) {
+			/* The pages this step wrote into, the partial one (which a
+			 * copy on write may have replaced) included. */
+			uint32_t pt = m->page_tokens, p0 = s->n_tokens / pt;
+			uint32_t p1 = (s->n_tokens + n + pt - 1) / pt;
+			const uint32_t *row = m->block_tables + (size_t)s->kv_seq * m->bt_stride;
+
+			for (uint32_t p = p0; p < p1 && nu < gm->max_upd; p++, nu++) {
+				upd[1 + 2 * nu] = s->kv_seq * m->bt_stride + p;
+				upd[2 + 2 * nu] = row[p];
+			}
+		}
+	}
+	upd[0] = nu;
+	so[n_items] = T;
+	for (uint32_t t = T; t < T_run; t++) {
+		tok[t] = 0;
+		pos[t] = 0;
+		slot[t] = -1;
+		btr[t] = gm->pad_row;
+	}
+	for (uint32_t i = n_items; i < n_seg; i++) {
+		so[i + 1] = i + 1;
+		ss[i] = gm->pad_slot;
+	}
+	for (uint32_t r = n_items; r < R; r++)
+		rows[r] = r < T_run ? r : 0;
+	return max_pos;
+}
+
+static int bucket_of(uint32_t n, uint32_t *size)
+{
+	int b = 0;
+
+	*size = 1;
+	while (*size < n) {
+		*size <<= 1;
+		b++;
+	}
+	return b;
+}
+
+int haccel__gmodel_step(struct haccel_model *m, const struct haccel_step_item *items,
+			uint32_t n_items, uint32_t T, const uint32_t *first)
+{
+	struct haccel__gmodel *gm = m->gm;
+	struct haccel__cuda *cu = gm->cu;
+	struct haccel_ctx *ctx = m->ctx;
+	void *st = gm->g->stream;
+	bool decode = T == n_items;
+	uint32_t B = 0;
+	int bi = decode ? bucket_of(n_items, &B) : -1;
+	bool graph = decode && !gm->no_graphs && bi < N_BUCKETS && B <= m->p.max_step_tokens &&
+		     B <= gm->Rmax;
+	struct fwd f = {
+		.T = graph ? B : T,
+		.n_seg = graph ? B : n_items,
+		.R = graph ? B : n_items,
+		.decode = decode,
+	};
+	int ret;
+
+	uint32_t mp = fill_inputs(m, items, n_items, T, first, f.T, f.n_seg, f.R);
+	f.max_pos = graph ? m->p.max_seq_tokens - 1 : mp;
+	ret = HACCEL__CU(ctx, cu->MemcpyHtoDAsync(gm->in, gm->in_host, gm->in_bytes, st));
+	if (ret)
+		goto fail;
+	if (!graph || gm->graph[bi].runs == 0) {
+		ret = forward(m, &f);
+		if (graph && !ret)
+			gm->graph[bi].runs = 1;
+	} else {
+		if (!gm->graph[bi].exec) {
+			void *gr = NULL;
+
+			ret = HACCEL__CU(ctx, cu->StreamBeginCapture(st, HACCEL__CU_STREAM_CAPTURE_MODE_GLOBAL));
+			if (ret)
+				goto fail;
+			int fr = forward(m, &f);
+			ret = HACCEL__CU(ctx, cu->StreamEndCapture(st, &gr));
+			if (fr)
+				ret = fr;
+			if (!ret)
+				ret = HACCEL__CU(ctx, cu->GraphInstantiateWithFlags(&gm->graph[bi].exec, gr, 0));
+			if (gr)
+				cu->GraphDestroy(gr);
+			if (ret)
+				goto fail;
+			haccel__dbg(ctx, "model: cuda: captured the decode step for batch %u", B);
+		}
+		ret = HACCEL__CU(ctx, cu->GraphLaunch(gm->graph[bi].exec, st));
+	}
+	if (ret)
+		goto fail;
+
+	/* Logits of the items that asked, all in one copy when any did. */
+	bool want = false;
+	for (uint32_t i = 0; i < n_items; i++)
+		want |= items[i].logits != NULL;
+	if (want)
+		ret = HACCEL__CU(ctx, cu->MemcpyDtoHAsync(gm->logits_host, gm->logits,
+							  (size_t)n_items * m->c.vocab_size * 4, st));
+	if (!ret)
+		ret = HACCEL__CU(ctx, cu->StreamSynchronize(st));
+	if (ret)
+		goto fail;
+	for (uint32_t i = 0; i < n_items; i++) {
+		m->seqs[items[i].seq].n_tokens += items[i].n_tokens;
+		if (items[i].logits)
+			memcpy(items[i].logits, gm->logits_host + (size_t)i * m->c.vocab_size,
+			       (size_t)m->c.vocab_size * 4);
+	}
+	return 0;
+fail:
+	/* The KV pages this step took go back; state updated in place on the
+	 * GPU cannot be rolled back: such a failure is a device error. */
+	for (uint32_t i = 0; m->kv && i < n_items; i++)
+		haccel_kv_seq_truncate(m->kv, m->seqs[items[i].seq].kv_seq,
+				       m->seqs[items[i].seq].n_tokens);
+	return ret;
+}

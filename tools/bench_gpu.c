@@ -1,0 +1,728 @@
+// SPDX-License-Identifier: MIT
+/*
+ * haccel-bench kernels | decode | prefill: the CUDA backend against the
+ * ceilings of the GPU it runs on, measured in the same run: the
+ * device-to-device copy bandwidth (bytes read + written per second) and
+ * cuBLASLt's bf16 GEMM rate. Each figure is printed with its fraction of
+ * the ceiling that bounds it. Kernel times come from CUDA events around
+ * many back-to-back launches; step times from the host clock around
+ * haccel_model_step (inputs copied, graph launched, stream synchronised).
+ *
+ * haccel-bench links the library's internals (libhaccel-core) to reach
+ * the kernels; nothing here is public API.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "common.h"
+#include "core/ctx.h"
+#include "gpu/blas.h"
+#include "gpu/cuda.h"
+#include "gpu/mem.h"
+#include "gpu/module.h"
+#include "gpu/ops.h"
+#include "haccel.h"
+#include "model/format.h"
+#include "model/model_priv.h"
+
+struct gb {
+	struct haccel_ctx *ctx;
+	struct haccel__gpu *g;
+	struct haccel__cuda *cu;
+	void *e0, *e1;
+	uint64_t bufs[64];
+	uint64_t sizes[64];
+	unsigned int n;
+	double copy_bw;      /* bytes read + written per second */
+	double gemm_flops;   /* bf16 GEMM, flop/s */
+	json_t *out;
+};
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+/* Where the human-readable table goes: stdout, or stderr under --json. */
+static FILE *tbl;
+
+static uint64_t xs(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static int gpu_start(struct gb *b)
+{
+	struct haccel_gpu_info gi;
+	int ret;
+
+	if (haccel_open(NULL, &b->ctx))
+		return -ENOMEM;
+	ret = haccel_gpu_info(b->ctx, &gi);
+	if (ret) {
+		tool_err("no GPU: %s", gi.reason);
+		return ret;
+	}
+	if (!gi.kernels) {
+		tool_err("this build has no GPU kernels (configured without nvcc)");
+		return -ENOEXEC;
+	}
+	ret = haccel__gpu_get(b->ctx, &b->g);
+	if (ret) {
+		char err[512];
+		haccel_last_error(b->ctx, err, sizeof(err));
+		tool_err("%s", err);
+		return ret;
+	}
+	b->cu = b->g->cu;
+	b->cu->EventCreate(&b->e0, 0);
+	b->cu->EventCreate(&b->e1, 0);
+	fprintf(stderr, "GPU: %s, %u SMs, %.1f GiB, driver %u\n", gi.name, gi.sm_count,
+		gi.mem_total / 1073741824.0, gi.driver_version);
+	return 0;
+}
+
+static void gpu_stop(struct gb *b)
+{
+	if (b->g) {
+		b->cu->StreamSynchronize(b->g->stream);
+		while (b->n) {
+			b->n--;
+			haccel__gpu_mem_free(b->ctx, b->bufs[b->n], b->sizes[b->n]);
+		}
+		b->cu->EventDestroy(b->e0);
+		b->cu->EventDestroy(b->e1);
+	}
+	haccel_close(b->ctx);
+}
+
+static uint64_t dalloc(struct gb *b, uint64_t bytes)
+{
+	uint64_t p = 0;
+
+	if (b->n == 64 || haccel__gpu_mem_alloc(b->ctx, bytes, &p))
+		return 0;
+	b->bufs[b->n] = p;
+	b->sizes[b->n++] = bytes;
+	return p;
+}
+
+/* Free the buffers allocated after mark. */
+static void dfree_to(struct gb *b, unsigned int mark)
+{
+	b->cu->StreamSynchronize(b->g->stream);
+	while (b->n > mark) {
+		b->n--;
+		haccel__gpu_mem_free(b->ctx, b->bufs[b->n], b->sizes[b->n]);
+	}
+}
+
+/* A device buffer of n floats, uniform in [lo, hi). */
+static uint64_t drand(struct gb *b, size_t n, float lo, float hi)
+{
+	float *h = malloc(n * 4 + 4);
+	uint64_t d;
+
+	if (!h)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		h[i] = lo + (hi - lo) * (float)(xs() >> 40) * 0x1p-24f;
+	d = dalloc(b, n * 4);
+	if (d && b->cu->MemcpyHtoD(d, h, n * 4))
+		d = 0;
+	free(h);
+	return d;
+}
+
+static uint64_t dput(struct gb *b, const void *h, size_t bytes)
+{
+	uint64_t d = dalloc(b, bytes);
+
+	if (d && b->cu->MemcpyHtoD(d, h, bytes))
+		d = 0;
+	return d;
+}
+
+/* Seconds per call of fn, from events around iters back-to-back calls
+ * after warm-up calls. */
+typedef int (*launch_fn)(struct gb *b, void *arg);
+
+static double time_it(struct gb *b, launch_fn fn, void *arg, int warm, int iters)
+{
+	void *st = b->g->stream;
+	float ms = 0;
+
+	for (int i = 0; i < warm; i++)
+		if (fn(b, arg))
+			return -1;
+	b->cu->EventRecord(b->e0, st);
+	for (int i = 0; i < iters; i++)
+		if (fn(b, arg))
+			return -1;
+	b->cu->EventRecord(b->e1, st);
+	if (b->cu->EventSynchronize(b->e1) || b->cu->EventElapsedTime(&ms, b->e0, b->e1))
+		return -1;
+	return ms / 1e3 / iters;
+}
+
+static void row(struct gb *b, const char *what, const char *shape, double sec, double bytes,
+		double flops)
+{
+	double bw = bytes / sec, fl = flops / sec;
+	json_t *r = json_object();
+
+	if (bytes > 0)
+		fprintf(tbl, "  %-22s %-34s %9.3f ms %8.1f GB/s = %5.1f%% of copy\n", what, shape, sec * 1e3,
+		       bw / 1e9, 100 * bw / b->copy_bw);
+	else
+		fprintf(tbl, "  %-22s %-34s %9.3f ms %8.1f TFLOP/s = %5.1f%% of GEMM\n", what, shape,
+		       sec * 1e3, fl / 1e12, 100 * fl / b->gemm_flops);
+	json_object_set_new(r, "kernel", json_string(what));
+	json_object_set_new(r, "shape", json_string(shape));
+	json_object_set_new(r, "seconds", json_real(sec));
+	if (bytes > 0) {
+		json_object_set_new(r, "bytes", json_real(bytes));
+		json_object_set_new(r, "bytes_per_s", json_real(bw));
+		json_object_set_new(r, "fraction_of_copy", json_real(bw / b->copy_bw));
+	}
+	if (flops > 0) {
+		json_object_set_new(r, "flops", json_real(flops));
+		json_object_set_new(r, "flops_per_s", json_real(fl));
+		json_object_set_new(r, "fraction_of_gemm", json_real(fl / b->gemm_flops));
+	}
+	json_array_append_new(json_object_get(b->out, "kernels"), r);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Ceilings                                                                 */
+
+struct copy_arg {
+	uint64_t a, c, bytes;
+};
+
+static int copy_once(struct gb *b, void *arg)
+{
+	struct copy_arg *a = arg;
+
+	return b->cu->MemcpyDtoDAsync(a->c, a->a, a->bytes, b->g->stream);
+}
+
+struct gemm_arg {
+	uint64_t x, w, y;
+	uint32_t M, N, K;
+};
+
+static int gemm_once(struct gb *b, void *arg)
+{
+	struct gemm_arg *a = arg;
+
+	return haccel__cuda_linear(b->g, NULL, a->y, a->x, a->K, a->w, 0, a->M, a->N, a->K);
+}
+
+static int ceilings(struct gb *b)
+{
+	unsigned int mark = b->n;
+	struct copy_arg ca = { .bytes = 1ull << 30 };
+	struct gemm_arg ga = { .M = 8192, .N = 8192, .K = 8192 };
+	double t;
+
+	ca.a = dalloc(b, ca.bytes);
+	ca.c = dalloc(b, ca.bytes);
+	if (!ca.a || !ca.c)
+		return -ENOMEM;
+	t = time_it(b, copy_once, &ca, 3, 20);
+	if (t <= 0)
+		return -EIO;
+	b->copy_bw = 2.0 * ca.bytes / t;
+	dfree_to(b, mark);
+	ga.x = dalloc(b, (uint64_t)ga.M * ga.K * 2);
+	ga.w = dalloc(b, (uint64_t)ga.N * ga.K * 2);
+	ga.y = dalloc(b, (uint64_t)ga.M * ga.N * 4);
+	if (!ga.x || !ga.w || !ga.y)
+		return -ENOMEM;
+	t = time_it(b, gemm_once, &ga, 3, 10);
+	if (t <= 0)
+		return -EIO;
+	b->gemm_flops = 2.0 * ga.M * ga.N * ga.K / t;
+	dfree_to(b, mark);
+	fprintf(tbl, "ceilings: device copy %.1f GB/s (1 GiB, read + write); cuBLASLt bf16 GEMM %.1f TFLOP/s (8192^3)\n",
+	       b->copy_bw / 1e9, b->gemm_flops / 1e12);
+	json_object_set_new(b->out, "copy_bytes_per_s", json_real(b->copy_bw));
+	json_object_set_new(b->out, "gemm_flops_per_s", json_real(b->gemm_flops));
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Kernels                                                                  */
+
+struct kda_arg {
+	uint64_t q, k, v, g, beta, o, so, ss, S, scratch;
+	uint32_t T, H, n_seg;
+	bool chunked;
+};
+
+static int kda_once(struct gb *b, void *arg)
+{
+	struct kda_arg *a = arg;
+	uint64_t stride = (uint64_t)a->H * 128 * 128 * 4;
+
+	if (a->chunked)
+		return haccel__cuda_kda_chunked(b->g, NULL, a->q, a->k, a->v, a->g, a->beta, a->o, a->T,
+						a->H, 128, 128, a->n_seg, a->so, a->ss, a->S, stride,
+						a->scratch);
+	return haccel__cuda_kda_recurrent(b->g, NULL, a->q, a->k, a->v, a->g, a->beta, a->o, a->T,
+					  a->H, 128, 128, a->n_seg, a->so, a->ss, a->S, stride);
+}
+
+/* Decode: B sequences, one token each; prefill: one sequence of T tokens. */
+static int bench_kda(struct gb *b, uint32_t H, uint32_t B, uint32_t T, bool chunked)
+{
+	unsigned int mark = b->n;
+	struct kda_arg a = { .T = chunked ? T : B, .H = H, .n_seg = chunked ? 1 : B,
+			     .chunked = chunked };
+	uint32_t n_seg = a.n_seg, rows = a.T, *so = malloc((n_seg + 1) * 4), *ss = malloc(n_seg * 4);
+	uint64_t hk = (size_t)rows * H * 128;
+	char shape[64];
+
+	for (uint32_t i = 0; i <= n_seg; i++)
+		so[i] = chunked ? (i ? T : 0) : i;
+	for (uint32_t i = 0; i < n_seg; i++)
+		ss[i] = i;
+	/* Normalised q, k as the prep op leaves them; small decays. */
+	a.q = drand(b, hk, -0.088f, 0.088f);
+	a.k = drand(b, hk, -0.088f, 0.088f);
+	a.v = drand(b, hk, -1, 1);
+	a.g = drand(b, hk, -0.05f, -0.001f);
+	a.beta = drand(b, (size_t)rows * H, 0.1f, 0.9f);
+	a.o = dalloc(b, hk * 4);
+	a.so = dput(b, so, (n_seg + 1) * 4);
+	a.ss = dput(b, ss, n_seg * 4);
+	a.S = dalloc(b, (uint64_t)n_seg * H * 128 * 128 * 4);
+	if (chunked) {
+		size_t sb = haccel__cuda_kda_chunked_scratch(T, H, 128, 128, 1);
+		a.scratch = sb ? dalloc(b, sb) : 0;
+	}
+	free(so);
+	free(ss);
+	if (!a.q || !a.k || !a.v || !a.g || !a.beta || !a.o || !a.so || !a.ss || !a.S)
+		return -ENOMEM;
+	double t = time_it(b, kda_once, &a, 2, chunked ? 5 : 50);
+	if (t <= 0)
+		return -EIO;
+	if (chunked) {
+		/* Chunked delta rule, chunks of C = 64: per chunk and head about
+		 * 2 C^2 K (attention-like terms) + 6 C K V (state in/out, the
+		 * WY products) flops; a rough count to place it against GEMM. */
+		double C = 64, flops = (double)T / C * H * (2 * C * C * 128 + 6 * C * 128 * 128);
+		snprintf(shape, sizeof(shape), "T=%u H=%u K=V=128", T, H);
+		row(b, "kda_chunked", shape, t, 0, flops);
+		json_object_set_new(json_array_get(json_object_get(b->out, "kernels"),
+						   json_array_size(json_object_get(b->out, "kernels")) - 1),
+				    "tokens_per_s", json_real(T / t));
+		fprintf(tbl, "  %-22s %-34s %9s    %8.0f tokens/s\n", "", "", "", T / t);
+	} else {
+		/* State read and written, plus each token's q, k, v, g, o. */
+		double bytes = 2.0 * B * H * 128 * 128 * 4 + (double)B * H * 128 * 4 * 5;
+		snprintf(shape, sizeof(shape), "batch=%u H=%u K=V=128", B, H);
+		row(b, "kda_decode", shape, t, bytes, 0);
+	}
+	dfree_to(b, mark);
+	return 0;
+}
+
+struct idx_arg {
+	uint64_t sel, n_sel, q, w, pos, btr, region, bt, scratch;
+	uint32_t T, IH, bt_stride, topk, max_pos;
+};
+
+static int idx_once(struct gb *b, void *arg)
+{
+	struct idx_arg *a = arg;
+
+	return haccel__cuda_indexer_topk(b->g, NULL, a->sel, a->n_sel, a->q, a->w, a->T, a->IH,
+					 a->pos, a->btr, a->region, a->bt, a->bt_stride, 64,
+					 a->topk, a->max_pos, a->scratch);
+}
+
+struct mla_arg {
+	uint64_t o, ql, qp, sel, n_sel, btr, region, bt, scratch;
+	uint32_t T, H, topk, bt_stride;
+};
+
+static int mla_once(struct gb *b, void *arg)
+{
+	struct mla_arg *a = arg;
+
+	return haccel__cuda_sparse_mla(b->g, NULL, a->o, a->ql, a->qp, a->T, a->H, 64, a->sel,
+				       a->n_sel, a->topk, a->btr, a->region, a->bt, a->bt_stride, 64,
+				       1.0f / sqrtf(192.0f), a->scratch);
+}
+
+/* Fill n records of rec bytes: FP8 codes without NaN, unit scales. */
+static uint8_t *records(size_t n, uint32_t rec, uint32_t codes, bool e8m0)
+{
+	uint8_t *h = malloc(n * rec);
+
+	if (!h)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		uint8_t *r = h + i * rec;
+		for (uint32_t j = 0; j < codes; j++)
+			r[j] = (uint8_t)(xs() & 0x77);
+		if (e8m0) {
+			memset(r + codes, 127, rec - codes);
+		} else {
+			float one = 1.0f;
+			for (uint32_t j = 0; j < 4; j++)
+				memcpy(r + codes + 4 * j, &one, 4);
+			for (uint32_t j = codes + 16; j + 1 < rec; j += 2) {
+				uint16_t bf = haccel__bf16_from_float((float)((int)(xs() & 255) - 128) / 256);
+				memcpy(r + j, &bf, 2);
+			}
+		}
+	}
+	return h;
+}
+
+/* B query tokens, each at position ctx - 1 of its own sequence. */
+static int bench_dsa(struct gb *b, uint32_t B, uint32_t ctx, uint32_t IH, uint32_t H,
+		     uint32_t topk)
+{
+	unsigned int mark = b->n;
+	uint32_t pages = ctx / 64, *bt = malloc((size_t)B * pages * 4), *pos = malloc(B * 4);
+	uint32_t *btr = malloc(B * 4);
+	size_t n_rec = (size_t)B * ctx;
+	char shape[80];
+	int ret = -ENOMEM;
+
+	if (!bt || !pos || !btr)
+		goto out;
+	/* Pages of a sequence scattered over the region, as a pool leaves them. */
+	for (uint32_t s = 0; s < B; s++) {
+		pos[s] = ctx - 1;
+		btr[s] = s;
+		for (uint32_t p = 0; p < pages; p++)
+			bt[(size_t)s * pages + p] = (uint32_t)(((uint64_t)p * B + s) % ((uint64_t)B * pages));
+	}
+	struct idx_arg ia = { .T = B, .IH = IH, .bt_stride = pages, .topk = topk,
+			      .max_pos = ctx - 1 };
+	uint8_t *keys = records(n_rec, 132, 128, true);
+	if (!keys)
+		goto out;
+	ia.region = dput(b, keys, n_rec * 132);
+	free(keys);
+	ia.q = drand(b, (size_t)B * IH * 128, -1, 1);
+	ia.w = drand(b, (size_t)B * IH, -0.1f, 0.1f);
+	ia.pos = dput(b, pos, B * 4);
+	ia.btr = dput(b, btr, B * 4);
+	ia.bt = dput(b, bt, (size_t)B * pages * 4);
+	ia.sel = dalloc(b, (size_t)B * topk * 4);
+	ia.n_sel = dalloc(b, B * 4);
+	size_t isb = haccel__cuda_indexer_scratch(B, ctx, topk);
+	ia.scratch = isb ? dalloc(b, isb) : 0;
+	if (!ia.region || !ia.q || !ia.w || !ia.pos || !ia.btr || !ia.bt || !ia.sel || !ia.n_sel ||
+	    (isb && !ia.scratch))
+		goto out;
+	double t = time_it(b, idx_once, &ia, 2, 10);
+	if (t <= 0) {
+		ret = -EIO;
+		goto out;
+	}
+	snprintf(shape, sizeof(shape), "batch=%u ctx=%u IH=%u topk=%u", B, ctx, IH, topk);
+	row(b, "indexer_topk", shape, t, (double)n_rec * 132, 0);
+
+	/* Sparse MLA over the selection just made, in its own KV region. */
+	struct mla_arg ma = { .T = B, .H = H, .topk = topk, .bt_stride = pages,
+			      .sel = ia.sel, .n_sel = ia.n_sel, .btr = ia.btr, .bt = ia.bt };
+	uint8_t *kv = records(n_rec, 656, 512, false);
+	if (!kv)
+		goto out;
+	ma.region = dput(b, kv, n_rec * 656);
+	free(kv);
+	ma.ql = drand(b, (size_t)B * H * 512, -0.1f, 0.1f);
+	ma.qp = drand(b, (size_t)B * H * 64, -0.1f, 0.1f);
+	ma.o = dalloc(b, (size_t)B * H * 512 * 4);
+	size_t msb = haccel__cuda_sparse_mla_scratch(B, H, topk);
+	ma.scratch = msb ? dalloc(b, msb) : 0;
+	if (!ma.region || !ma.ql || !ma.qp || !ma.o || (msb && !ma.scratch))
+		goto out;
+	t = time_it(b, mla_once, &ma, 2, 20);
+	if (t <= 0) {
+		ret = -EIO;
+		goto out;
+	}
+	snprintf(shape, sizeof(shape), "batch=%u H=%u topk=%u dr=64", B, H, topk);
+	row(b, "sparse_mla", shape, t, (double)B * topk * 656 + (double)B * H * (512 + 64 + 512) * 4,
+	    0);
+	ret = 0;
+out:
+	free(bt);
+	free(pos);
+	free(btr);
+	dfree_to(b, mark);
+	return ret;
+}
+
+static void kusage(FILE *f)
+{
+	fprintf(f,
+		"Usage: haccel-bench [--json] kernels [--quick]\n"
+		"\n"
+		"Time the CUDA kernels on shapes of the issue's targets, each next to the\n"
+		"device copy bandwidth or the cuBLASLt bf16 GEMM rate measured first:\n"
+		"  kda_decode    batch 1..256 sequences of 32 and 64 heads (128 x 128 state)\n"
+		"  kda_chunked   one 8192-token prefill, 32 and 64 heads\n"
+		"  indexer_topk  batch 1..64 queries at 64K context, 32 index heads, top-k 2048\n"
+		"  sparse_mla    the same selections, 16 and 64 heads\n"
+		"  --quick       fewer shapes\n");
+}
+
+int bench_kernels(int argc, char **argv, int json)
+{
+	struct gb b = { 0 };
+	bool quick = false;
+	int ret;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--quick")) {
+			quick = true;
+		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			kusage(stdout);
+			return EXIT_OK;
+		} else {
+			tool_err("kernels: unknown option '%s'", argv[i]);
+			kusage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	ret = gpu_start(&b);
+	if (ret) {
+		haccel_close(b.ctx);
+		return EXIT_FAIL;
+	}
+	b.out = json_object();
+	json_object_set_new(b.out, "kernels", json_array());
+	/* Under --json the table goes to stderr, stdout carries the JSON. */
+	tbl = json ? stderr : stdout;
+	ret = ceilings(&b);
+	const uint32_t Bs[] = { 1, 16, 64, 128, 256 }, Hs[] = { 32, 64 };
+	for (unsigned int h = 0; !ret && h < 2; h++)
+		for (unsigned int i = 0; !ret && i < 5; i++)
+			if (!quick || Bs[i] == 64)
+				ret = bench_kda(&b, Hs[h], Bs[i], 0, false);
+	for (unsigned int h = 0; !ret && h < 2; h++)
+		ret = bench_kda(&b, Hs[h], 0, 8192, true);
+	const uint32_t Ds[] = { 1, 32, 64 };
+	for (unsigned int i = 0; !ret && i < 3; i++)
+		if (!quick || Ds[i] == 32)
+			ret = bench_dsa(&b, Ds[i], 65536, 32, 16, 2048);
+	if (!ret && !quick)
+		ret = bench_dsa(&b, 32, 65536, 32, 64, 2048);
+	if (ret) {
+		char err[512];
+		haccel_last_error(b.ctx, err, sizeof(err));
+		tool_err("kernels: %s", err[0] ? err : strerror(-ret));
+		json_decref(b.out);
+		gpu_stop(&b);
+		return EXIT_FAIL;
+	}
+	if (json)
+		tool_print_json(b.out);
+	else
+		json_decref(b.out);
+	gpu_stop(&b);
+	return EXIT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Decode and prefill of a model                                            */
+
+/* Bytes a decode step of B sequences at context ctx must move at least:
+ * every weight once, each KDA state read and written, each sequence's
+ * index keys read, its selected KV records read. */
+static double decode_bytes(const struct haccel_model *m, uint32_t B, uint32_t ctx)
+{
+	const struct haccel__model_config *c = &m->c;
+	double w = 0;
+	uint32_t topk = c->n_dsa ? c->dsa.index_topk : 0;
+
+	w = (double)m->n_params * 2;
+	w += 2.0 * B * c->n_kda * c->kda.num_heads * c->kda.head_k_dim * c->kda.head_v_dim * 4;
+	w += (double)B * c->n_dsa * ctx * 132;
+	w += (double)B * c->n_dsa * (ctx < topk ? ctx : topk) * haccel__kv_token_bytes(c->dsa.qk_rope_head_dim);
+	return w;
+}
+
+static void dusage(FILE *f, const char *what)
+{
+	fprintf(f,
+		"Usage: haccel-bench [--json] %s MODEL_DIR [--batch B[,B...]] [--context N]\n"
+		"       [--steps N] [--no-graphs]\n"
+		"\n"
+		"decode: sequences at a context of N tokens (made without running the\n"
+		"model: their KV pages are taken, their bytes as the pool holds them),\n"
+		"then timed one-token steps through haccel_model_step on the GPU, next to\n"
+		"the step's bytes-moved roofline at the copy bandwidth measured first.\n"
+		"prefill: one sequence of N tokens in chunks of the batch value, tokens/s\n"
+		"next to the GEMM-rate bound of the model's matmul flops.\n"
+		"Defaults: decode --batch 1,64 --context 32768 --steps 20; prefill\n"
+		"--batch 2048 --context 8192.\n",
+		what);
+}
+
+int bench_model(int argc, char **argv, int json, bool prefill)
+{
+	const char *what = prefill ? "prefill" : "decode", *dir = NULL;
+	uint64_t batches[16] = { 1, 64 }, ctxn = prefill ? 8192 : 32768, steps = 20;
+	unsigned int nb = 2;
+	bool no_graphs = false;
+	struct gb b = { 0 };
+	int ret = 0;
+
+	if (prefill)
+		batches[0] = 2048, nb = 1;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			dusage(stdout, what);
+			return EXIT_OK;
+		} else if (!strcmp(argv[i], "--no-graphs")) {
+			no_graphs = true;
+		} else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
+			char *s = argv[++i], *tok;
+			nb = 0;
+			for (tok = strtok(s, ","); tok && nb < 16; tok = strtok(NULL, ","))
+				if (tool_parse_u64(tok, 1, 4096, &batches[nb++])) {
+					tool_err("%s: bad --batch value '%s'", what, tok);
+					return EXIT_USAGE;
+				}
+		} else if (!strcmp(argv[i], "--context") && i + 1 < argc) {
+			if (tool_parse_u64(argv[++i], 1, 1u << 20, &ctxn)) {
+				tool_err("%s: bad --context", what);
+				return EXIT_USAGE;
+			}
+		} else if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
+			if (tool_parse_u64(argv[++i], 1, 100000, &steps)) {
+				tool_err("%s: bad --steps", what);
+				return EXIT_USAGE;
+			}
+		} else if (argv[i][0] != '-' && !dir) {
+			dir = argv[i];
+		} else {
+			tool_err("%s: unknown option '%s'", what, argv[i]);
+			dusage(stderr, what);
+			return EXIT_USAGE;
+		}
+	}
+	if (!dir || !nb) {
+		dusage(stderr, what);
+		return EXIT_USAGE;
+	}
+	if (gpu_start(&b)) {
+		haccel_close(b.ctx);
+		return EXIT_FAIL;
+	}
+	b.out = json_object();
+	json_object_set_new(b.out, "kernels", json_array());
+	tbl = json ? stderr : stdout;
+	ret = ceilings(&b);
+	json_t *res = json_array();
+	for (unsigned int bi = 0; !ret && bi < nb; bi++) {
+		struct haccel_model_params mp;
+		struct haccel_model *m = NULL;
+		uint32_t B = prefill ? 1 : (uint32_t)batches[bi];
+		uint32_t chunk = prefill ? (uint32_t)batches[bi] : 1;
+
+		haccel_model_params_init(&mp);
+		mp.device = HACCEL_DEVICE_CUDA;
+		mp.flags = no_graphs ? HACCEL_MODEL_NO_GRAPHS : 0;
+		mp.load_flags = 0;
+		mp.max_seqs = B;
+		mp.max_seq_tokens = (uint32_t)ctxn + (uint32_t)steps + 8;
+		mp.max_step_tokens = prefill ? chunk : (B < 256 ? 256 : B);
+		ret = haccel_model_open(b.ctx, dir, &mp, &m);
+		if (ret)
+			break;
+		uint32_t *seq = calloc(B, 4), V = m->c.vocab_size;
+		int32_t *toks = malloc((ctxn + steps + 8) * 4);
+		struct haccel_step_item *it = calloc(B, sizeof(*it));
+		for (uint32_t s = 0; !ret && s < B; s++) {
+			ret = haccel_model_seq_create(m, &seq[s]);
+			for (uint32_t i = 0; i < ctxn + steps + 8; i++)
+				toks[i] = (int32_t)(((uint64_t)s * 7919 + i * 31 + i / 7) % V);
+			if (!ret && !prefill)
+				ret = haccel__model_seq_extend(m, seq[s], toks, (uint32_t)ctxn);
+		}
+		double t0 = 0, dt;
+		json_t *r = json_object();
+		if (!ret && !prefill) {
+			/* Two untimed steps: the bucket's direct run and capture. */
+			for (uint32_t k = 0; !ret && k < steps + 2; k++) {
+				if (k == 2)
+					t0 = (double)tool_now_ns();
+				for (uint32_t s = 0; s < B; s++)
+					it[s] = (struct haccel_step_item){ seq[s], 1, &toks[k], NULL };
+				ret = haccel_model_step(m, it, B);
+			}
+			dt = ((double)tool_now_ns() - t0) / 1e9 / steps;
+			double bytes = decode_bytes(m, B, (uint32_t)ctxn);
+			double roof = bytes / b.copy_bw;
+			if (!ret)
+				fprintf(tbl, "decode %s batch %u, context %llu: %.3f ms/step, %.0f tokens/s; roofline %.3f ms (%.2f GB at copy bandwidth): %.2fx of it, %.1f%% of copy\n",
+				       dir, B, (unsigned long long)ctxn, dt * 1e3, B / dt, roof * 1e3,
+				       bytes / 1e9, dt / roof, 100 * roof / dt);
+			json_object_set_new(r, "batch", json_integer(B));
+			json_object_set_new(r, "context", json_integer((json_int_t)ctxn));
+			json_object_set_new(r, "seconds_per_step", json_real(dt));
+			json_object_set_new(r, "tokens_per_s", json_real(B / dt));
+			json_object_set_new(r, "roofline_bytes", json_real(bytes));
+			json_object_set_new(r, "roofline_seconds", json_real(roof));
+			json_object_set_new(r, "x_roofline", json_real(dt / roof));
+		} else if (!ret) {
+			uint32_t done = 0;
+			t0 = (double)tool_now_ns();
+			while (!ret && done < ctxn) {
+				uint32_t c = ctxn - done < chunk ? (uint32_t)ctxn - done : chunk;
+				it[0] = (struct haccel_step_item){ seq[0], c, toks + done, NULL };
+				ret = haccel_model_step(m, it, 1);
+				done += c;
+			}
+			dt = ((double)tool_now_ns() - t0) / 1e9;
+			double flops = 2.0 * (double)m->n_params * ctxn;
+			if (!ret)
+				fprintf(tbl, "prefill %s: %llu tokens in chunks of %u: %.3f s, %.0f tokens/s; matmul flops at the GEMM rate: %.3f s (%.1f%% of it)\n",
+				       dir, (unsigned long long)ctxn, chunk, dt, ctxn / dt,
+				       flops / b.gemm_flops, 100 * flops / b.gemm_flops / dt);
+			json_object_set_new(r, "tokens", json_integer((json_int_t)ctxn));
+			json_object_set_new(r, "chunk", json_integer(chunk));
+			json_object_set_new(r, "seconds", json_real(dt));
+			json_object_set_new(r, "tokens_per_s", json_real(ctxn / dt));
+			json_object_set_new(r, "gemm_bound_seconds", json_real(flops / b.gemm_flops));
+		}
+		json_array_append_new(res, r);
+		free(seq);
+		free(toks);
+		free(it);
+		haccel_model_close(m);
+	}
+	json_object_set_new(b.out, what, res);
+	if (ret) {
+		char err[512];
+		haccel_last_error(b.ctx, err, sizeof(err));
+		tool_err("%s: %s", what, err[0] ? err : strerror(-ret));
+		json_decref(b.out);
+		gpu_stop(&b);
+		return EXIT_FAIL;
+	}
+	if (json)
+		tool_print_json(b.out);
+	else
+		json_decref(b.out);
+	gpu_stop(&b);
+	return EXIT_OK;
+}
