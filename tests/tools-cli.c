@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "haccel.h"
@@ -151,6 +152,45 @@ static void t_ctl_doctor_fixture_sysfs(void)
 	KTAP_EXPECT_EQ(test_rmtree(root), 0);
 }
 
+/* A module installed for this kernel but not loaded: doctor says where. */
+static void t_ctl_doctor_driver_installed(void)
+{
+	char sys[] = "/tmp/haccel-sysfs-XXXXXX", mods[] = "/tmp/haccel-mods-XXXXXX", rel[400];
+	struct utsname u;
+	json_t *j, *d;
+
+	KTAP_ASSERT(mkdtemp(sys) && mkdtemp(mods) && uname(&u) == 0);
+	test_put(sys, "devices/system/node/node0/cpulist", "0\n");
+	snprintf(rel, sizeof(rel), "%s/modules.dep", u.release);
+	test_put(mods, rel, "kernel/drivers/gpu/drm/vgem/vgem.ko.xz: kernel/drivers/gpu/drm/drm.ko.xz\n"
+			    "updates/dkms/haccel.ko.xz: kernel/drivers/gpu/drm/drm.ko.xz\n");
+	setenv("HACCEL_SYSFS_ROOT", sys, 1);
+	setenv("HACCEL_MODULES_ROOT", mods, 1);
+	run(&r, "HACCEL_CTL", "doctor", "--json", NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+	j = parse(&r);
+	KTAP_ASSERT(j);
+	d = json_object_get(j, "driver");
+	KTAP_EXPECT(json_is_false(json_object_get(d, "loaded")));
+	KTAP_EXPECT(json_is_string(json_object_get(d, "installed")) &&
+		    !strcmp(json_string_value(json_object_get(d, "installed")),
+			    "updates/dkms/haccel.ko.xz"));
+	json_decref(j);
+	run(&r, "HACCEL_CTL", "doctor", NULL);
+	KTAP_EXPECT(strstr(r.out, "installed (updates/dkms/haccel.ko.xz) but not loaded") != NULL);
+	/* Not in modules.dep: not installed. */
+	test_put(mods, rel, "kernel/drivers/gpu/drm/vgem/vgem.ko.xz:\n");
+	run(&r, "HACCEL_CTL", "doctor", "--json", NULL);
+	j = parse(&r);
+	KTAP_ASSERT(j);
+	KTAP_EXPECT(json_is_null(json_object_get(json_object_get(j, "driver"), "installed")));
+	json_decref(j);
+	unsetenv("HACCEL_SYSFS_ROOT");
+	unsetenv("HACCEL_MODULES_ROOT");
+	KTAP_EXPECT_EQ(test_rmtree(sys), 0);
+	KTAP_EXPECT_EQ(test_rmtree(mods), 0);
+}
+
 static void t_bench_pools_quick(void)
 {
 	json_t *j, *af, *ck;
@@ -244,6 +284,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_ctl_version),
 	KTAP_CASE(t_ctl_doctor_this_node),
 	KTAP_CASE(t_ctl_doctor_fixture_sysfs),
+	KTAP_CASE(t_ctl_doctor_driver_installed),
 	KTAP_CASE_TIMEOUT(t_bench_pools_quick, 120),
 	KTAP_CASE(t_bench_usage_errors),
 	KTAP_CASE(t_bench_stream_device),

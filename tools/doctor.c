@@ -301,6 +301,45 @@ out:
 
 /* --- haccel.ko ------------------------------------------------------------ */
 
+/*
+ * Where modprobe would find haccel.ko for the running kernel: its line in
+ * <modules root>/<release>/modules.dep (DKMS installs to updates/dkms/),
+ * or NULL when it is not installed. HACCEL_MODULES_ROOT (default
+ * /lib/modules) lets tests point at a fixture tree.
+ */
+static json_t *driver_installed(void)
+{
+	const char *root = getenv("HACCEL_MODULES_ROOT");
+	char path[512], line[1024];
+	struct utsname u;
+	json_t *found = json_null();
+	FILE *f;
+
+	if (uname(&u))
+		return found;
+	snprintf(path, sizeof(path), "%s/%s/modules.dep", root && *root ? root : "/lib/modules",
+		 u.release);
+	f = fopen(path, "re");
+	if (!f)
+		return found;
+	while (fgets(line, sizeof(line), f)) {
+		char *colon = strchr(line, ':'), *base;
+
+		if (!colon)
+			continue;
+		*colon = '\0';
+		base = strrchr(line, '/');
+		base = base ? base + 1 : line;
+		if (!strncmp(base, "haccel.ko", 9)) {
+			json_decref(found);
+			found = json_string(line);
+			break;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
 static json_t *probe_driver(void)
 {
 	json_t *o = json_object();
@@ -310,6 +349,7 @@ static json_t *probe_driver(void)
 	int loaded = read_sys("module/haccel/initstate", buf, sizeof(buf)) > 0;
 
 	json_object_set_new(o, "loaded", json_boolean(loaded));
+	json_object_set_new(o, "installed", driver_installed());
 	json_object_set_new(o, "render_node", json_null());
 	snprintf(path, sizeof(path), "%s/class/drm", sysfs_root());
 	dir = opendir(path);
@@ -462,7 +502,11 @@ void doctor_print(const json_t *r)
 	if (json_is_true(json_object_get(s, "loaded")))
 		snprintf(d, sizeof(d), "haccel.ko loaded, render node %s",
 			 str_or(json_object_get(s, "render_node"), "not found"));
+	else if (json_is_string(json_object_get(s, "installed")))
+		snprintf(d, sizeof(d), "haccel.ko installed (%s) but not loaded (modprobe haccel): pinned memory is managed per process",
+			 json_string_value(json_object_get(s, "installed")));
 	else
-		snprintf(d, sizeof(d), "haccel.ko not loaded: pinned memory is managed per process");
-	line("driver", json_is_true(json_object_get(s, "loaded")) ? "ok" : "absent", d);
+		snprintf(d, sizeof(d), "haccel.ko not installed: pinned memory is managed per process");
+	line("driver", json_is_true(json_object_get(s, "loaded")) ? "ok" :
+		       json_is_string(json_object_get(s, "installed")) ? "installed" : "absent", d);
 }
