@@ -764,7 +764,50 @@ static void test_sparse_mla(void)
 	gpu_close();
 }
 
+/*
+ * No GPU needed: every scratch size serves every smaller call. The model
+ * carves scratch once for its largest step (max_step_tokens rows), then
+ * runs steps of any T below it; sparse MLA's split count falls as T grows,
+ * so a size taken at the largest T alone was too small for some smaller
+ * ones (T = 96 needs 576 rows of partials, T = 256 took 512).
+ */
+static void test_scratch_sizes(void)
+{
+	static const uint32_t Hs[] = { 1, 16, 20, 40, 64, 128 };
+	static const uint32_t ks[] = { 1, 64, 100, 512, 2048, 4096 };
+	uint32_t bad = 0;
+
+	for (unsigned int h = 0; h < sizeof(Hs) / sizeof(Hs[0]); h++)
+		for (unsigned int k = 0; k < sizeof(ks) / sizeof(ks[0]); k++) {
+			size_t need_max = 0;
+
+			for (uint32_t T = 1; T <= 1100; T++) {
+				uint32_t n = haccel__cuda_sparse_mla_splits(T, Hs[h], ks[k]);
+				size_t need = n > 1 ? (size_t)T * n * Hs[h] * 514 * 4 : 0;
+				size_t have = haccel__cuda_sparse_mla_scratch(T, Hs[h], ks[k]);
+
+				if (need > need_max)
+					need_max = need;
+				if (have < need_max && bad++ < 5)
+					ktap_diag("sparse MLA H %u topk %u: scratch(%u) = %zu < %zu needed by a smaller call",
+						  Hs[h], ks[k], T, have, need_max);
+			}
+		}
+	KTAP_EXPECT_EQ(bad, 0);
+	/* The others grow with every argument. */
+	for (uint32_t T = 1; T < 600; T += 7)
+		for (uint32_t p = 1; p < 70000; p += 4099) {
+			KTAP_EXPECT(haccel__cuda_indexer_scratch(T + 1, p, 2048) >=
+				    haccel__cuda_indexer_scratch(T, p, 2048));
+			KTAP_EXPECT(haccel__cuda_indexer_scratch(T, p + 4099, 2048) >=
+				    haccel__cuda_indexer_scratch(T, p, 2048));
+			KTAP_EXPECT(haccel__cuda_kda_chunked_scratch(T + 1, 4, 128, 128, p % 50 + 1) >=
+				    haccel__cuda_kda_chunked_scratch(T, 4, 128, 128, p % 50 + 1));
+		}
+}
+
 static const struct ktap_case cases[] = {
+	KTAP_CASE(test_scratch_sizes),
 	KTAP_CASE(test_rope),
 	KTAP_CASE(test_hadamard),
 	KTAP_CASE(test_writers),

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,6 +19,17 @@ static unsigned int failures;
 static uint64_t seed;
 static uint64_t rng_state;
 static int skip_fd = -1; /* child writes its skip reason here */
+
+/*
+ * --no-fork: the case runs in this process, and ktap_end()/ktap_skip()
+ * jump back to the runner instead of exiting, so the next case still runs.
+ * case_pid guards against a process the case forked itself: there, ending
+ * the case must exit that process, never resume the runner's loop.
+ */
+static jmp_buf *case_jmp;
+static pid_t case_pid;
+static int case_result;
+static char case_skip_reason[256];
 
 void ktap_diag(const char *fmt, ...)
 {
@@ -49,12 +61,24 @@ unsigned int ktap_failures(void)
 	return failures;
 }
 
+/* Back to the in-process runner, when there is one (--no-fork). */
+static void end_in_process(int result)
+{
+	if (case_jmp && getpid() == case_pid) {
+		case_result = result;
+		longjmp(*case_jmp, 1);
+	}
+}
+
 void ktap_end(void)
 {
+	int result = failures ? KTAP_EXIT_FAIL : KTAP_EXIT_PASS;
+
+	fflush(stdout);
+	end_in_process(result);
 	/* exit(), not _exit(): LeakSanitizer and valgrind check at exit, so a
 	 * case that leaks fails under them. */
-	fflush(stdout);
-	exit(failures ? KTAP_EXIT_FAIL : KTAP_EXIT_PASS);
+	exit(result);
 }
 
 void ktap_skip(const char *fmt, ...)
@@ -70,6 +94,9 @@ void ktap_skip(const char *fmt, ...)
 		(void)w;
 	}
 	fflush(stdout);
+	if (case_jmp && getpid() == case_pid)
+		snprintf(case_skip_reason, sizeof(case_skip_reason), "%s", reason);
+	end_in_process(KTAP_EXIT_SKIP);
 	exit(KTAP_EXIT_SKIP);
 }
 
@@ -203,6 +230,35 @@ static int run_forked(const struct ktap_case *c, size_t index, char *detail,
 	}
 }
 
+/*
+ * Run one case in this process (--no-fork, for a debugger): a crash or a
+ * hang takes the whole run down and there is no timeout, but a skip or a
+ * failed assertion ends only its case. Memory and descriptors the case had
+ * not released when it ended stay allocated until the process exits.
+ */
+static int run_in_process(const struct ktap_case *c, size_t index, char *detail,
+			  size_t detail_len)
+{
+	jmp_buf jb;
+
+	detail[0] = '\0';
+	case_skip_reason[0] = '\0';
+	failures = 0;
+	seed_case(index);
+	case_pid = getpid();
+	if (setjmp(jb) == 0) {
+		case_jmp = &jb;
+		c->fn();
+		case_result = failures ? KTAP_EXIT_FAIL : KTAP_EXIT_PASS;
+	}
+	case_jmp = NULL;
+	fflush(stdout);
+	if (case_result == KTAP_EXIT_SKIP)
+		snprintf(detail, detail_len, "%s",
+			 case_skip_reason[0] ? case_skip_reason : "skipped");
+	return case_result;
+}
+
 static void usage(const char *argv0)
 {
 	printf("usage: %s [--list] [--run NAME] [--seed N] [--no-fork]\n", argv0);
@@ -260,11 +316,7 @@ int ktap_main(int argc, char **argv, const struct ktap_case *cases, size_t n)
 			continue;
 		num++;
 		if (no_fork) {
-			failures = 0;
-			seed_case(i);
-			cases[i].fn();
-			r = failures ? KTAP_EXIT_FAIL : KTAP_EXIT_PASS;
-			detail[0] = '\0';
+			r = run_in_process(&cases[i], i, detail, sizeof(detail));
 		} else {
 			r = run_forked(&cases[i], i, detail, sizeof(detail));
 		}

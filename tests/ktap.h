@@ -13,6 +13,15 @@
  * Options: --list, --run NAME, --seed N, --no-fork. Environment:
  * HACCEL_TEST_SEED (replay a randomized run), HACCEL_TEST_TIMEOUT_SCALE
  * (multiply every timeout, for sanitizer or valgrind builds).
+ *
+ * --no-fork runs every case in the harness's own process, for a debugger.
+ * A failed expectation, a failed KTAP_ASSERT, ktap_end() and ktap_skip()
+ * end only their case (they jump back to the runner) and the next case
+ * runs, with the same seed stream as a forked run. What the case had not
+ * released when it ended (memory, descriptors, children) stays until the
+ * process exits, and a crash, an abort or a hang stops the whole run: there
+ * is no timeout. ktap_end() or ktap_skip() called in a process the case
+ * forked ends that process, as without --no-fork.
  */
 #ifndef HACCEL_TESTS_KTAP_H
 #define HACCEL_TESTS_KTAP_H

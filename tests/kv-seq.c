@@ -346,6 +346,23 @@ static void t_pages_get_put(void)
 	KTAP_EXPECT_EQ(haccel__kv_page_ref(pool, p[0]), 1);
 	KV_CHECK(pool);
 
+	/* A page a sequence holds was never got: refused, nothing changed,
+	 * although it is referenced. */
+	uint32_t seq, np;
+	const uint32_t *bt;
+	int32_t few[3] = { 1, 2, 3 };
+	KTAP_ASSERT_EQ(haccel_kv_seq_create(pool, NULL, 0, &seq, NULL), 0);
+	KTAP_ASSERT_EQ(haccel_kv_seq_append(pool, seq, few, 3, NULL), 0);
+	KTAP_ASSERT_EQ(haccel_kv_seq_block_table(pool, seq, &bt, &np, NULL), 0);
+	bad[0] = p[1];
+	bad[1] = bt[0];
+	KTAP_EXPECT_EQ(haccel_kv_pages_put(pool, bad, 2), -EINVAL);
+	KTAP_EXPECT_EQ(haccel__kv_page_ref(pool, bt[0]), 1);
+	KTAP_EXPECT_EQ(haccel__kv_page_ref(pool, p[1]), 1);
+	KTAP_EXPECT_EQ(stats(pool).pages_used, 6);
+	KV_CHECK(pool);
+	KTAP_ASSERT_EQ(haccel_kv_seq_free(pool, seq), 0);
+
 	KTAP_ASSERT_EQ(haccel_kv_pages_put(pool, p, 5), 0);
 	KTAP_EXPECT_EQ(stats(pool).pages_used, 0);
 	KTAP_EXPECT_EQ(stats(pool).pages_free, 8);

@@ -130,6 +130,75 @@ static void t_run_batch(void)
 	teardown();
 }
 
+static json_int_t summary(json_t *j, const char *phase, const char *what)
+{
+	return json_integer_value(json_object_get(json_object_get(j, phase), what));
+}
+
+static double seconds_of(json_t *j, const char *phase)
+{
+	return json_real_value(json_object_get(json_object_get(j, phase), "seconds"));
+}
+
+/*
+ * The summary of a batch: prefill counts exactly the prompt tokens, decode
+ * exactly the tokens fed back (each prompt's first generated token comes
+ * from its prefill's last logits; haccel-run(1)). Uneven prompts and a
+ * chunk smaller than most of them, so that some prompts finish their
+ * prefill while others are still at it: a run that mixed one prompt's
+ * decode into another's prefill steps would count those tokens twice.
+ */
+static void t_run_batch_summary(void)
+{
+	char batch[700];
+	json_t *j;
+	/* 12, 3 and 7 bytes: 22 prompt tokens; chunks of 4 */
+	const json_int_t prompt_total = 12 + 3 + 7;
+
+	setup();
+	snprintf(batch, sizeof(batch), "%s/uneven.txt", dir);
+	test_put(dir, "uneven.txt", "twelve bytes\nabc\nseven b\n");
+	tool_run(&r, "HACCEL_RUN", model, "--batch", batch, "--max-new", "5", "--json", "--chunk", "4",
+		 NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+	j = js(&r);
+	json_t *outs = json_object_get(j, "outputs");
+	KTAP_ASSERT_EQ(json_array_size(outs), 3);
+	json_int_t prompts = 0, generated = 0, with_output = 0;
+	for (size_t i = 0; i < 3; i++) {
+		json_t *e = json_array_get(outs, i);
+		size_t g = json_array_size(json_object_get(e, "tokens"));
+
+		prompts += json_integer_value(json_object_get(e, "prompt_tokens"));
+		generated += (json_int_t)g;
+		with_output += g > 0;
+		KTAP_EXPECT_EQ(g, 5);
+	}
+	KTAP_EXPECT_EQ(prompts, prompt_total);
+	KTAP_EXPECT_EQ(summary(j, "prefill", "tokens"), prompt_total);
+	KTAP_EXPECT_EQ(summary(j, "decode", "tokens"), generated - with_output);
+	KTAP_EXPECT_EQ(summary(j, "decode", "tokens"), 3 * (5 - 1));
+	KTAP_EXPECT(seconds_of(j, "prefill") > 0 && seconds_of(j, "decode") > 0);
+	json_decref(j);
+
+	/* One token each: all of it from the prefill, no decode step. */
+	tool_run(&r, "HACCEL_RUN", model, "--batch", batch, "--max-new", "1", "--json", "--chunk", "4",
+		 NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+	j = js(&r);
+	KTAP_EXPECT_EQ(summary(j, "prefill", "tokens"), prompt_total);
+	KTAP_EXPECT_EQ(summary(j, "decode", "tokens"), 0);
+	KTAP_EXPECT(seconds_of(j, "decode") == 0);
+	json_decref(j);
+
+	/* The human summary says the same. */
+	tool_run(&r, "HACCEL_RUN", model, "--batch", batch, "--max-new", "5", "--chunk", "4", NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+	KTAP_EXPECT(strstr(r.err, "prefill      22 tokens") != NULL);
+	KTAP_EXPECT(strstr(r.err, "decode       12 tokens") != NULL);
+	teardown();
+}
+
 static void t_run_sampling_seeds(void)
 {
 	json_t *a, *b;
@@ -214,6 +283,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_model_init),
 	KTAP_CASE(t_run_json_and_chunks),
 	KTAP_CASE(t_run_batch),
+	KTAP_CASE(t_run_batch_summary),
 	KTAP_CASE(t_run_sampling_seeds),
 	KTAP_CASE(t_run_usage_errors),
 };

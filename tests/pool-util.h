@@ -3,6 +3,7 @@
 #ifndef HACCEL_TESTS_POOL_UTIL_H
 #define HACCEL_TESTS_POOL_UTIL_H
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "haccel.h"
@@ -61,6 +62,16 @@ static inline struct haccel_kv_pool *small_kv(struct haccel_ctx *ctx,
 	c.streams[1].bytes_per_token = 4;
 	KTAP_ASSERT_EQ(haccel_kv_pool_create(ctx, &c, &pool), 0);
 	return pool;
+}
+
+/* Steps of a randomized case: HACCEL_TEST_STEPS for a longer (or shorter)
+ * soak, else def. */
+static inline unsigned long test_steps(unsigned long def)
+{
+	const char *s = getenv("HACCEL_TEST_STEPS");
+	unsigned long v = s ? strtoul(s, NULL, 0) : 0;
+
+	return v ? v : def;
 }
 
 #define KV_CHECK(pool)                                                        \

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
-/* haccel-ctl weights: inspect on good and bad checkpoints, --json, --limit, verify against stored checksums, usage errors. */
+/* haccel-ctl weights: inspect on good and bad checkpoints, --json (also on failure), --limit, verify against stored checksums (every mismatch listed; a changed file an error, not a mismatch), usage errors. */
 #include "config.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -45,9 +47,9 @@ static struct st_tensor good[] = {
 	ST_T("a", "U8", 0, 0, 3),
 };
 
-/* Write the good checkpoint with a checksum for each tensor (a wrong one
- * for tensor `bad`, when >= 0). */
-static void write_good(int with_sums, int bad)
+/* Write the good checkpoint with a checksum for each tensor (wrong ones
+ * for tensors `bad` and `bad2`, when >= 0). */
+static void write_good2(int with_sums, int bad, int bad2)
 {
 	struct st_spec s = { .tensors = good, .n = 5 };
 	uint8_t data[512];
@@ -65,11 +67,16 @@ static void write_good(int with_sums, int bad)
 
 		o += (size_t)snprintf(meta + o, sizeof(meta) - o,
 				      ",\"haccel.xxh3:%s\":\"%016llx\"", good[i].name,
-				      (unsigned long long)(i == bad ? h ^ 1 : h));
+				      (unsigned long long)(i == bad || i == bad2 ? h ^ 1 : h));
 	}
 	snprintf(meta + o, sizeof(meta) - o, "}");
 	s.meta = meta;
 	st_write(path, &s);
+}
+
+static void write_good(int with_sums, int bad)
+{
+	write_good2(with_sums, bad, -1);
 }
 
 static void setup(void)
@@ -172,9 +179,16 @@ static void t_inspect_bad_file(void)
 		 path);
 	KTAP_EXPECT(!strcmp(r.err, want));
 	KTAP_EXPECT_EQ(r.out[0], '\0');
+	/* --json: the failure as a JSON object on stdout too. */
 	ctl("weights", "inspect", "--json", path, NULL);
 	KTAP_EXPECT_EQ(r.status, 1);
 	KTAP_EXPECT(strstr(r.err, "needs 400") != NULL);
+	json_t *j = parse_out();
+	KTAP_ASSERT(j);
+	KTAP_EXPECT(json_is_false(json_object_get(j, "ok")));
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(j, "stage")), "open"));
+	KTAP_EXPECT(strstr(json_string_value(json_object_get(j, "error")), "needs 400") != NULL);
+	json_decref(j);
 	st_join(want, dir, "missing.safetensors");
 	ctl("weights", "inspect", want, NULL);
 	KTAP_EXPECT_EQ(r.status, 1);
@@ -218,6 +232,90 @@ static void t_verify(void)
 	KTAP_EXPECT(json_is_false(json_object_get(j, "ok")));
 	KTAP_EXPECT_EQ(json_integer_value(json_object_get(j, "mismatches")), 1);
 	json_decref(j);
+
+	/* Every tensor is checked: two wrong ones (the first and the last in
+	 * file order) are both counted and named; the others still match. */
+	write_good2(1, 0, 4);
+	ctl("weights", "verify", path, NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "2 of 5 tensors") != NULL);
+	KTAP_EXPECT(strstr(r.err, "\"model.embed.weight\": checksum mismatch") != NULL);
+	KTAP_EXPECT(strstr(r.err, "\"a\": checksum mismatch") != NULL);
+	ctl("weights", "verify", "--json", path, NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	j = parse_out();
+	KTAP_ASSERT(j);
+	KTAP_EXPECT(json_is_false(json_object_get(j, "ok")));
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(j, "mismatches")), 2);
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(j, "verified")), 3);
+	json_t *list = json_object_get(j, "mismatched");
+	KTAP_ASSERT_EQ(json_array_size(list), 2);
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(json_array_get(list, 0), "name")),
+			    "model.embed.weight"));
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(json_array_get(list, 1), "name")), "a"));
+	KTAP_EXPECT(json_is_string(json_object_get(json_array_get(list, 1), "read")));
+	json_decref(j);
+	st_rmtree(dir);
+}
+
+/* Stamps a new modification time on the file, again and again, while a
+ * verify runs: the file changes between the open and the load's checks. */
+struct toucher {
+	pthread_t th;
+	volatile int stop;
+};
+
+static void *touch_loop(void *arg)
+{
+	struct toucher *t = arg;
+	struct timespec ts[2] = { { 0, UTIME_OMIT }, { 1000000000, 0 } };
+
+	while (!t->stop) {
+		ts[1].tv_nsec = (ts[1].tv_nsec + 1) % 1000000000;
+		utimensat(AT_FDCWD, path, ts, 0);
+	}
+	return NULL;
+}
+
+/*
+ * A file changed under the load is an error of the load ("stage": "load",
+ * the reason in "error"), not a checksum mismatch: "mismatches" counts
+ * only tensors read in full whose checksum differs, here none.
+ */
+static void t_verify_changed_file(void)
+{
+	struct st_tensor big[] = { ST_T("big", "U8", 0, 0, 16u << 20), ST_T("tail", "U8", 0, 0, 5) };
+	struct st_spec s = { .tensors = big, .n = 2 };
+	struct toucher t = { 0 };
+	json_t *j = NULL;
+
+	setup();
+	st_pack(big, 2);
+	st_write(path, &s);
+	for (int attempt = 0; attempt < 5; attempt++) {
+		t.stop = 0;
+		KTAP_ASSERT(pthread_create(&t.th, NULL, touch_loop, &t) == 0);
+		ctl("weights", "verify", "--json", path, NULL);
+		t.stop = 1;
+		pthread_join(t.th, NULL);
+		if (r.status != 0)
+			break;
+		ktap_diag("attempt %d: the load finished between two stamps", attempt);
+	}
+	if (r.status == 0) {
+		st_rmtree(dir);
+		ktap_skip("could not change the file during a load in 5 attempts");
+	}
+	KTAP_EXPECT_EQ(r.status, 1);
+	j = parse_out();
+	KTAP_ASSERT(j);
+	ktap_diag("error: %s", json_string_value(json_object_get(j, "error")));
+	KTAP_EXPECT(json_is_false(json_object_get(j, "ok")));
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(j, "stage")), "load"));
+	KTAP_EXPECT(strstr(json_string_value(json_object_get(j, "error")), "changed") != NULL);
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(j, "mismatches")), 0);
+	KTAP_EXPECT_EQ(json_array_size(json_object_get(j, "mismatched")), 0);
+	json_decref(j);
 	st_rmtree(dir);
 }
 
@@ -242,11 +340,15 @@ static void t_usage_errors(void)
 	KTAP_EXPECT_EQ(r.status, 2);
 	ctl("weights", "verify", "a", "--limit", "3", NULL);
 	KTAP_EXPECT_EQ(r.status, 2);
+	ctl("weights", "inspect", "a", "--allow-unpinned", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "--allow-unpinned applies to verify only") != NULL);
 	ctl("weights", "inspect", "a", "--bogus", NULL);
 	KTAP_EXPECT_EQ(r.status, 2);
 	ctl("weights", "--help", NULL);
 	KTAP_EXPECT_EQ(r.status, 0);
 	KTAP_EXPECT(strstr(r.out, "haccel-ctl weights inspect PATH") && strstr(r.out, "verify"));
+	KTAP_EXPECT(strstr(r.out, "--allow-unpinned") != NULL);
 	ctl("weights", "inspect", "--help", NULL);
 	KTAP_EXPECT_EQ(r.status, 0);
 	ctl("--help", NULL);
@@ -260,6 +362,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_inspect_limit),
 	KTAP_CASE(t_inspect_bad_file),
 	KTAP_CASE(t_verify),
+	KTAP_CASE(t_verify_changed_file),
 	KTAP_CASE(t_usage_errors),
 };
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* The loader puts every byte where it belongs through io_uring and the pread pool, direct and buffered, tells sinks where staging is (begin/end), and turns changed files, bad checksums and sink errors into errors. */
+/* The loader puts every byte where it belongs through io_uring and the pread pool, direct and buffered, continues short reads and retries, tells sinks where staging is (begin/end), turns changed files, bad checksums and sink errors into prompt errors, and says once why it reads with the pool. */
 #include "config.h"
 
 #include <errno.h>
@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,7 +30,7 @@ static char *load_tmpdir(void)
 }
 
 /* Tensors of 0, 1, 4097, 3 MiB + 5 and odd sizes: nothing aligned, and a
- * file size that is no multiple of 4096. */
+ * file size that is no multiple of 512 (so none of 4096), checked below. */
 static struct st_tensor mixed[] = {
 	ST_T("a.empty", "F32", 0, 0, 0),
 	ST_T("b.one", "U8", 0, 0, 1),
@@ -74,6 +75,52 @@ static void write_mixed(const char *path, int with_sums, int corrupt)
 }
 
 static struct haccel_load_stats st;
+
+/* A context that keeps its log lines (all levels), for tests of what the
+ * loader says. */
+struct log_cap {
+	int n;
+	int level[64];
+	char line[64][400];
+};
+
+static void cap_log(void *user, int level, const char *msg)
+{
+	struct log_cap *c = user;
+
+	if (c->n < 64) {
+		c->level[c->n] = level;
+		snprintf(c->line[c->n], sizeof(c->line[0]), "%s", msg);
+		c->n++;
+	}
+}
+
+static struct haccel_ctx *cap_ctx(struct log_cap *c)
+{
+	struct haccel_open_params p;
+	struct haccel_ctx *ctx = NULL;
+
+	memset(c, 0, sizeof(*c));
+	haccel_open_params_init(&p);
+	p.log_fn = cap_log;
+	p.log_user = c;
+	p.log_level = HACCEL_LOG_DEBUG;
+	KTAP_ASSERT_EQ(haccel_open(&p, &ctx), 0);
+	return ctx;
+}
+
+/* Lines logged at level that contain s (NULL: any), each printed. */
+static int cap_count(const struct log_cap *c, int level, const char *s)
+{
+	int n = 0;
+
+	for (int i = 0; i < c->n; i++)
+		if (c->level[i] == level && (!s || strstr(c->line[i], s))) {
+			ktap_diag("log %d: %s", level, c->line[i]);
+			n++;
+		}
+	return n;
+}
 
 /* Load w with flags into a fresh destination; returns the status. */
 static int load_into(struct haccel_weights *w, uint32_t flags, uint32_t qd,
@@ -149,7 +196,14 @@ static void t_every_path_every_byte(void)
 	struct haccel_weights *w;
 	uint8_t *dest;
 
+	struct stat sb;
+
 	write_mixed(st_join(path, dir, "model.safetensors"), 1, -1);
+	/* Direct reads must widen both ends of the data region: its end is
+	 * aligned to neither 512 nor 4096. */
+	KTAP_ASSERT(stat(path, &sb) == 0);
+	ktap_diag("file size %lld", (long long)sb.st_size);
+	KTAP_ASSERT(sb.st_size % 512 != 0);
 	w = ST_OPEN(ctx, path);
 	for (size_t r = 0; r < sizeof(runs) / sizeof(runs[0]); r++) {
 		uint32_t flags = runs[r].flags | HACCEL_LOAD_VERIFY;
@@ -683,9 +737,13 @@ static void t_bad_params(void)
 	haccel_close(ctx);
 }
 
+/* Each load that reads with the pool says why in exactly one line: a
+ * warning when the environment or the kernel decided, info when the
+ * caller's own flag asked. */
 static void t_forced_and_refused_io_uring(void)
 {
-	struct haccel_ctx *ctx = st_ctx();
+	struct log_cap lc;
+	struct haccel_ctx *ctx = cap_ctx(&lc);
 	char *dir = load_tmpdir(), path[ST_PATH];
 	struct haccel_weights *w;
 	uint8_t *dest;
@@ -693,12 +751,21 @@ static void t_forced_and_refused_io_uring(void)
 	write_mixed(st_join(path, dir, "model.safetensors"), 1, -1);
 	w = ST_OPEN(ctx, path);
 	setenv("HACCEL_FORCE_PREAD", "1", 1);
+	lc.n = 0;
 	KTAP_ASSERT_EQ(load_into(w, HACCEL_LOAD_VERIFY, 8, 64 << 10, &dest), 0);
 	KTAP_EXPECT_EQ(st.io_path, HACCEL_IO_PREAD);
 	KTAP_EXPECT(strstr(st.fallback_reason, "HACCEL_FORCE_PREAD") != NULL);
+	KTAP_EXPECT_EQ(cap_count(&lc, HACCEL_LOG_WARN, "pread"), 1);
+	KTAP_EXPECT_EQ(cap_count(&lc, HACCEL_LOG_WARN, "HACCEL_FORCE_PREAD"), 1);
+	KTAP_EXPECT_EQ(cap_count(&lc, HACCEL_LOG_INFO, "pread"), 0);
 	expect_tensors(w, dest, "forced pread");
 	free(dest);
 	unsetenv("HACCEL_FORCE_PREAD");
+
+	lc.n = 0;
+	KTAP_ASSERT_EQ(load_into(w, HACCEL_LOAD_VERIFY | HACCEL_LOAD_PREAD, 8, 64 << 10, NULL), 0);
+	KTAP_EXPECT_EQ(cap_count(&lc, HACCEL_LOG_INFO, "HACCEL_LOAD_PREAD"), 1);
+	KTAP_EXPECT_EQ(cap_count(&lc, HACCEL_LOG_WARN, NULL), 0);
 
 	/* The kernel refuses io_uring_setup (as seccomp or
 	 * kernel.io_uring_disabled would): the pool takes over, bytes equal. */
@@ -716,8 +783,11 @@ static void t_forced_and_refused_io_uring(void)
 		haccel_close(ctx);
 		ktap_skip("cannot install a seccomp filter here: %s", strerror(errno));
 	}
+	lc.n = 0;
 	KTAP_ASSERT_EQ(load_into(w, HACCEL_LOAD_VERIFY, 8, 64 << 10, &dest), 0);
 	KTAP_EXPECT_EQ(st.io_path, HACCEL_IO_PREAD);
+	KTAP_EXPECT_EQ(cap_count(&lc, HACCEL_LOG_WARN, "io_uring refused"), 1);
+	KTAP_EXPECT_EQ(cap_count(&lc, HACCEL_LOG_WARN, NULL), 1);
 	KTAP_EXPECT(strstr(st.fallback_reason, "io_uring refused") != NULL);
 	KTAP_EXPECT(strstr(st.fallback_reason, "Operation not permitted") != NULL);
 	KTAP_EXPECT_EQ(st.tensors_verified, N_MIXED);
@@ -725,6 +795,263 @@ static void t_forced_and_refused_io_uring(void)
 	free(dest);
 	haccel_weights_close(w);
 	st_rmtree(dir);
+	haccel_close(ctx);
+}
+
+/* A sink whose wait() or put() fails on its second call. */
+struct failing_sink {
+	struct haccel_sink sink;
+	uint8_t *dest;
+	int fail_wait, fail_put; /* which fails */
+	int waits, puts;
+	const char *truncate;    /* begin(): truncate this file to 6000 bytes */
+};
+
+static int failing_put(void *user, uint32_t tensor, uint64_t toff, uint64_t doff,
+		       const void *src, uint64_t n, uint32_t buf)
+{
+	struct failing_sink *f = user;
+
+	(void)tensor;
+	(void)toff;
+	(void)buf;
+	if (++f->puts == 2 && f->fail_put)
+		return -EPIPE;
+	memcpy(f->dest + doff, src, n);
+	return 0;
+}
+
+static int failing_wait(void *user, uint32_t buf)
+{
+	struct failing_sink *f = user;
+
+	(void)buf;
+	return ++f->waits == 2 && f->fail_wait ? -ENOSPC : 0;
+}
+
+static int failing_begin(void *user, const struct haccel_sink_begin *b)
+{
+	struct failing_sink *f = user;
+
+	(void)b;
+	return f->truncate && truncate(f->truncate, 6000) ? -errno : 0;
+}
+
+/* Run the load with f, on io_uring (pool 0) or the pread pool (pool 1,
+ * through HACCEL_FORCE_PREAD as a user would force it). */
+static int failing_load(struct haccel_weights *w, struct failing_sink *f, int pool)
+{
+	struct haccel_weights_info info;
+	struct haccel_load_params p;
+	int ret;
+
+	haccel_weights_info(w, &info);
+	f->dest = calloc(1, info.dest_bytes + 1);
+	KTAP_ASSERT(f->dest != NULL);
+	f->sink.user = f;
+	f->sink.put = failing_put;
+	f->sink.wait = failing_wait;
+	f->sink.size = sizeof(f->sink);
+	f->sink.begin = failing_begin;
+	haccel_load_params_init(&p);
+	p.flags = HACCEL_LOAD_DIRECT;
+	p.queue_depth = 4;
+	p.chunk_bytes = 64 << 10;
+	p.threads = 2;
+	if (pool)
+		setenv("HACCEL_FORCE_PREAD", "1", 1);
+	memset(&st, 0, sizeof(st));
+	ret = haccel_load(w, &p, &f->sink, &st);
+	unsetenv("HACCEL_FORCE_PREAD");
+	KTAP_EXPECT_EQ(st.io_path, pool ? HACCEL_IO_PREAD : HACCEL_IO_URING);
+	free(f->dest);
+	return ret;
+}
+
+/*
+ * A sink that fails while reads are queued: the load returns the sink's
+ * error at once. It once hung on io_uring: run() failed right after
+ * queueing a read that was never submitted, and the wait for its
+ * completion never ended (the case's timeout catches that).
+ */
+static void t_sink_failure_returns_promptly(void)
+{
+	struct haccel_ctx *ctx = st_ctx();
+	char *dir = load_tmpdir(), path[ST_PATH], err[1024];
+	struct failing_sink f;
+	struct haccel_weights *w;
+
+	write_mixed(st_join(path, dir, "model.safetensors"), 0, -1);
+	w = ST_OPEN(ctx, path);
+	for (int pool = 0; pool < 2; pool++) {
+		memset(&f, 0, sizeof(f));
+		f.fail_wait = 1;
+		KTAP_EXPECT_EQ(failing_load(w, &f, pool), -ENOSPC);
+		haccel_last_error(ctx, err, sizeof(err));
+		ktap_diag("%s: %s", pool ? "pool" : "io_uring", err);
+		KTAP_EXPECT(strstr(err, "sink wait") != NULL);
+		KTAP_EXPECT_EQ(f.waits, 2);
+
+		memset(&f, 0, sizeof(f));
+		f.fail_put = 1;
+		KTAP_EXPECT_EQ(failing_load(w, &f, pool), -EPIPE);
+		haccel_last_error(ctx, err, sizeof(err));
+		KTAP_EXPECT(strstr(err, "sink refused") != NULL);
+		KTAP_EXPECT_EQ(f.puts, 2);
+	}
+	/* The same checkpoint still loads (nothing left behind). */
+	KTAP_EXPECT_EQ(load_into(w, HACCEL_LOAD_DIRECT, 4, 64 << 10, NULL), 0);
+	haccel_weights_close(w);
+	st_rmtree(dir);
+	haccel_close(ctx);
+}
+
+/*
+ * A retried read queued, then an error in the same batch of completions:
+ * with HACCEL_TEST_EAGAIN chunk 0's first attempt is a no-op reported as
+ * -EAGAIN and resubmitted; the file was cut to 6000 bytes once the load
+ * began, so chunk 1's read ends at end of file, right behind it. The load
+ * fails promptly, saying so, on io_uring (where it once hung) and the pool.
+ */
+static void t_retry_then_error_returns_promptly(void)
+{
+	struct haccel_ctx *ctx = st_ctx();
+	char *dir = load_tmpdir(), path[ST_PATH], err[1024];
+	struct failing_sink f;
+	struct haccel_weights *w;
+
+	write_mixed(st_join(path, dir, "model.safetensors"), 0, -1);
+	setenv("HACCEL_TEST_EAGAIN", "1", 1);
+	for (int pool = 0; pool < 2; pool++) {
+		w = ST_OPEN(ctx, path);
+		memset(&f, 0, sizeof(f));
+		f.truncate = path;
+		KTAP_EXPECT_EQ(failing_load(w, &f, pool), -EBADMSG);
+		haccel_last_error(ctx, err, sizeof(err));
+		ktap_diag("%s: %s", pool ? "pool" : "io_uring", err);
+		KTAP_EXPECT(strstr(err, "truncated") || strstr(err, "changed"));
+		KTAP_EXPECT(st.retries >= 1);
+		haccel_weights_close(w);
+		write_mixed(path, 0, -1);
+	}
+	unsetenv("HACCEL_TEST_EAGAIN");
+	st_rmtree(dir);
+	haccel_close(ctx);
+}
+
+/*
+ * Short reads and retries, provoked with the test knobs on every path:
+ * the bytes are still exact and the checksums match, and the stats count
+ * them (the kernel gives neither on demand).
+ */
+static void t_short_reads_and_retries(void)
+{
+	struct haccel_ctx *ctx = st_ctx();
+	char *dir = load_tmpdir(), path[ST_PATH], what[160];
+	static const uint32_t modes[] = {
+		HACCEL_LOAD_DIRECT, HACCEL_LOAD_BUFFERED,
+		HACCEL_LOAD_DIRECT | HACCEL_LOAD_PREAD, HACCEL_LOAD_BUFFERED | HACCEL_LOAD_PREAD,
+	};
+	static const char *const knobs[] = { "HACCEL_TEST_SHORT_READS", "HACCEL_TEST_EAGAIN" };
+	struct haccel_weights *w;
+	uint8_t *dest;
+
+	write_mixed(st_join(path, dir, "model.safetensors"), 1, -1);
+	w = ST_OPEN(ctx, path);
+	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		/* Without the knobs, nothing to count on a local file. */
+		KTAP_ASSERT_EQ(load_into(w, modes[m] | HACCEL_LOAD_VERIFY, 4, 64 << 10, NULL), 0);
+		KTAP_EXPECT_EQ(st.short_reads + st.retries, 0);
+		for (int k = 0; k < 3; k++) { /* short, eagain, both */
+			if (k != 1)
+				setenv(knobs[0], "1", 1);
+			if (k != 0)
+				setenv(knobs[1], "1", 1);
+			snprintf(what, sizeof(what), "flags %#x, %s", modes[m],
+				 k == 0 ? "short reads" : k == 1 ? "retries" : "both");
+			KTAP_ASSERT_EQ(load_into(w, modes[m] | HACCEL_LOAD_VERIFY, 4, 64 << 10, &dest), 0);
+			unsetenv(knobs[0]);
+			unsetenv(knobs[1]);
+			ktap_diag("%s: %llu short reads, %llu retries, %s", what,
+				  (unsigned long long)st.short_reads,
+				  (unsigned long long)st.retries, st.direct ? "direct" : "buffered");
+			expect_tensors(w, dest, what);
+			free(dest);
+			KTAP_EXPECT_EQ(st.tensors_verified, N_MIXED);
+			if (k != 1)
+				KTAP_EXPECT(st.short_reads >= 10); /* one per chunk, 50 chunks */
+			else
+				KTAP_EXPECT_EQ(st.short_reads, 0);
+			if (k != 0)
+				KTAP_EXPECT(st.retries >= 10);     /* every even chunk */
+			else
+				KTAP_EXPECT_EQ(st.retries, 0);
+			if (ktap_failures())
+				break;
+		}
+	}
+	/* Through staging to a sink without a host layout, too. */
+	setenv(knobs[0], "1", 1);
+	setenv(knobs[1], "1", 1);
+	for (int mode = 0; mode < 2; mode++) {
+		struct haccel_weights_info info;
+		struct haccel_load_params p;
+		struct async_sink a;
+
+		haccel_weights_info(w, &info);
+		memset(&a, 0, sizeof(a));
+		a.dest = calloc(1, info.dest_bytes);
+		a.sink.user = &a;
+		a.sink.put = async_put;
+		a.sink.wait = async_wait;
+		haccel_load_params_init(&p);
+		p.flags = HACCEL_LOAD_VERIFY | (mode ? HACCEL_LOAD_BUFFERED : HACCEL_LOAD_DIRECT);
+		p.queue_depth = 4;
+		p.chunk_bytes = 64 << 10;
+		KTAP_EXPECT_EQ(haccel_load(w, &p, &a.sink, &st), 0);
+		KTAP_EXPECT(st.short_reads >= 10 && st.retries >= 10);
+		expect_tensors(w, a.dest, mode ? "staged buffered, knobs" : "staged direct, knobs");
+		free(a.dest);
+	}
+	unsetenv(knobs[0]);
+	unsetenv(knobs[1]);
+	haccel_weights_close(w);
+	st_rmtree(dir);
+	haccel_close(ctx);
+}
+
+/* A filesystem without O_DIRECT: asked for direct reads, the load reads
+ * buffered and says so in one warning. */
+static void t_no_direct_io_warns(void)
+{
+	struct log_cap lc;
+	struct haccel_ctx *ctx;
+	char dir[] = "/dev/shm/haccel-load-XXXXXX", path[ST_PATH];
+	struct haccel_weights *w;
+	uint8_t *dest;
+	int fd;
+
+	if (!mkdtemp(dir))
+		ktap_skip("no /dev/shm here: %s", strerror(errno));
+	st_join(path, dir, "probe");
+	fd = open(path, O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		close(fd);
+		unlink(path);
+		rmdir(dir);
+		ktap_skip("tmpfs here has O_DIRECT (Linux 6.6+): no filesystem without it to try");
+	}
+	ctx = cap_ctx(&lc);
+	write_mixed(st_join(path, dir, "model.safetensors"), 1, -1);
+	w = ST_OPEN(ctx, path);
+	lc.n = 0;
+	KTAP_ASSERT_EQ(load_into(w, HACCEL_LOAD_DIRECT | HACCEL_LOAD_VERIFY, 4, 64 << 10, &dest), 0);
+	KTAP_EXPECT_EQ(st.direct, 0);
+	KTAP_EXPECT_EQ(cap_count(&lc, HACCEL_LOG_WARN, "no direct I/O"), 1);
+	expect_tensors(w, dest, "tmpfs");
+	free(dest);
+	haccel_weights_close(w);
+	KTAP_EXPECT_EQ(test_rmtree(dir), 0);
 	haccel_close(ctx);
 }
 
@@ -760,6 +1087,10 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_sink_begin_end),
 	KTAP_CASE(t_bad_params),
 	KTAP_CASE(t_forced_and_refused_io_uring),
+	KTAP_CASE_TIMEOUT(t_sink_failure_returns_promptly, 20),
+	KTAP_CASE_TIMEOUT(t_retry_then_error_returns_promptly, 20),
+	KTAP_CASE(t_short_reads_and_retries),
+	KTAP_CASE(t_no_direct_io_warns),
 	KTAP_CASE(t_empty_checkpoints),
 };
 

@@ -6,12 +6,19 @@
  *  - the disk ceiling: raw sequential O_DIRECT reads of the same files with
  *    io_uring, the best over queue depths 1..64 and block sizes 1..16 MiB
  *    (one queue, as `dd iflag=direct` does, shows only part of a disk);
- *  - a plain mmap + memcpy loader, what a simple loader does.
+ *  - a plain mmap + memcpy loader, what a simple loader does;
+ *  - for warm runs, the memory ceiling: the same bytes copied by as many
+ *    threads as the loader has from mappings of the files already in the
+ *    page cache (faulted in first) into the same destination. A warm load
+ *    is bound by memory bandwidth, not by the disk.
  *
  * Cold runs drop the files from the page cache first (posix_fadvise
- * DONTNEED, checked with mincore; root may also use drop_caches) and say
- * whether that worked; warm runs read the files into the cache first.
- * Every destination is faulted in before the clock starts, for all loaders.
+ * DONTNEED, checked with cachestat, else mincore; root may also use
+ * drop_caches) and say whether that worked; warm runs read the files into
+ * the cache first. Where residency cannot be known (cachestat refused or
+ * missing, and mincore lies about files this user may not write) the
+ * report says "unknown". Every destination is faulted in before the clock
+ * starts, for all loaders.
  *
  * --create SIZE writes a synthetic checkpoint at PATH first (bf16 tensors of
  * uneven sizes, so none is aligned, with stored checksums).
@@ -30,10 +37,13 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <liburing.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -50,6 +60,7 @@ struct sopts {
 	uint32_t ceil_qd, ceil_bs;  /* --ceiling: skip the sweep */
 	int cold, warm, verify;
 	int cuda;                   /* --device cuda */
+	int allow_unpinned;         /* --allow-unpinned */
 };
 
 static void usage(FILE *f)
@@ -71,6 +82,9 @@ static void usage(FILE *f)
 		"  --chunk SIZE        loader read size (default 4M)\n"
 		"  --threads N         loader threads (default 8)\n"
 		"  --verify            also check stored checksums during haccel loads\n"
+		"  --allow-unpinned    if the loader's staging buffers cannot be locked or\n"
+		"                      registered with io_uring (RLIMIT_MEMLOCK), use unpinned,\n"
+		"                      unregistered ones (reported; cold figures suffer)\n"
 		"  --device host|cuda  load into host memory (default) or into GPU memory,\n"
 		"                      beside the pinned host-to-device copy ceiling\n"
 		"  -j, --json          JSON on stdout\n"
@@ -112,7 +126,7 @@ static int create_checkpoint(const char *path, uint64_t size)
 		uint64_t rows = 1 + (n_tensors * 7919) % 97;
 		uint64_t cols = (target_tensor / 2 / 64) + (n_tensors * 104729) % 4099;
 		uint64_t bytes = rows * cols * 2;
-		json_t *t = json_object();
+		json_t *t;
 
 		if (off + bytes > size) {
 			cols = (size - off) / 2 / rows;
@@ -120,6 +134,7 @@ static int create_checkpoint(const char *path, uint64_t size)
 				break;
 			bytes = rows * cols * 2;
 		}
+		t = json_object();
 		snprintf(name, sizeof(name), "layers.%llu.weight", (unsigned long long)n_tensors);
 		json_object_set_new(t, "dtype", json_string("BF16"));
 		json_object_set_new(t, "shape", json_pack("[II]", (json_int_t)rows, (json_int_t)cols));
@@ -194,6 +209,28 @@ out:
 
 /* --- page cache ----------------------------------------------------------- */
 
+/* cachestat(2), Linux 6.5; older headers lack it (same number on every
+ * architecture of the generic syscall table). */
+#if !defined(__NR_cachestat) &&                                             \
+	(defined(__x86_64__) || defined(__aarch64__) || defined(__i386__) || \
+	 (defined(__riscv) && __riscv_xlen == 64))
+#define __NR_cachestat 451
+#endif
+
+struct cachestat_range {
+	uint64_t off, len;
+};
+
+struct cachestat_counts {
+	uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+
+/*
+ * Fraction of path's pages in the page cache, or -1 when it cannot be
+ * known: cachestat(2) first; mincore(2) only for a file this user may
+ * write, because for any other the kernel reports every page resident
+ * (and newer kernels refuse cachestat for the same files).
+ */
 static double resident_fraction(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -206,6 +243,27 @@ static double resident_fraction(const char *path)
 	if (fd < 0 || fstat(fd, &sb)) {
 		if (fd >= 0)
 			close(fd);
+		return -1;
+	}
+#ifdef __NR_cachestat
+	{
+		struct cachestat_range r = { 0, 0 };
+		struct cachestat_counts cs;
+
+		memset(&cs, 0, sizeof(cs));
+		if (syscall(__NR_cachestat, (unsigned int)fd, &r, &cs, 0u) == 0) {
+			uint64_t n = ((uint64_t)sb.st_size + (uint64_t)pg - 1) / (uint64_t)pg;
+
+			close(fd);
+			if (!n)
+				return 1.0;
+			return (double)(cs.nr_cache < n ? cs.nr_cache : n) / (double)n;
+		}
+	}
+#endif
+	if (geteuid() != 0 && sb.st_uid != geteuid() &&
+	    faccessat(AT_FDCWD, path, W_OK, AT_EACCESS)) {
+		close(fd);
 		return -1;
 	}
 	vec = malloc(window / (uint64_t)pg);
@@ -227,11 +285,52 @@ static double resident_fraction(const char *path)
 	return pages ? (double)res / (double)pages : 1.0;
 }
 
-/* Drop the files from the page cache; returns the fraction still cached. */
+/* Of each file's residency, the largest (worst, for a cold run) or the
+ * smallest; -1 when any is unknown. */
+static double residency(struct haccel_weights *w, int largest)
+{
+	struct haccel_weights_info info;
+	double v = largest ? 0 : 1;
+
+	haccel_weights_info(w, &info);
+	for (uint32_t f = 0; f < info.n_files; f++) {
+		double r = resident_fraction(haccel_weights_file(w, f));
+
+		if (r < 0)
+			return -1;
+		if (largest ? r > v : r < v)
+			v = r;
+	}
+	return v;
+}
+
+/* "12.5% still cached at worst" or why it is not known. */
+static const char *residency_text(double r, const char *what, char *buf, size_t len)
+{
+	if (r < 0)
+		snprintf(buf, len, "residency unknown: cachestat refused and mincore unreliable for files this user may not write");
+	else
+		snprintf(buf, len, "%.1f%% %s", 100 * r, what);
+	return buf;
+}
+
+static json_t *residency_json(double r)
+{
+	return r < 0 ? json_null() : json_real(r);
+}
+
+/* The worse of two residencies after a drop; unknown stays unknown. */
+static double worse(double a, double b)
+{
+	return a < 0 || b < 0 ? -1 : a > b ? a : b;
+}
+
+/* Drop the files from the page cache; returns the fraction still cached
+ * (the worst file's), or -1 when that cannot be known. */
 static double drop_cache(struct haccel_weights *w, const char **how)
 {
 	struct haccel_weights_info info;
-	double worst = 0;
+	double worst;
 
 	haccel_weights_info(w, &info);
 	*how = "posix_fadvise(DONTNEED)";
@@ -243,34 +342,25 @@ static double drop_cache(struct haccel_weights *w, const char **how)
 		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 		close(fd);
 	}
-	for (uint32_t f = 0; f < info.n_files; f++) {
-		double r = resident_fraction(haccel_weights_file(w, f));
-		if (r > worst)
-			worst = r;
-	}
-	if (worst > 0.01 && geteuid() == 0) {
+	worst = residency(w, 1);
+	if ((worst < 0 || worst > 0.01) && geteuid() == 0) {
 		int fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
 		if (fd >= 0) {
 			if (write(fd, "1", 1) == 1)
 				*how = "posix_fadvise(DONTNEED) + drop_caches";
 			close(fd);
 		}
-		worst = 0;
-		for (uint32_t f = 0; f < info.n_files; f++) {
-			double r = resident_fraction(haccel_weights_file(w, f));
-			if (r > worst)
-				worst = r;
-		}
+		worst = residency(w, 1);
 	}
 	return worst;
 }
 
-/* Read the files once, buffered, so warm runs find them cached. */
+/* Read the files once, buffered, so warm runs find them cached; returns
+ * the least cached file's fraction, or -1 when that cannot be known. */
 static double warm_cache(struct haccel_weights *w)
 {
 	struct haccel_weights_info info;
 	char *buf = malloc(8u << 20);
-	double worst = 1;
 
 	haccel_weights_info(w, &info);
 	for (uint32_t f = 0; buf && f < info.n_files; f++) {
@@ -280,12 +370,9 @@ static double warm_cache(struct haccel_weights *w)
 		while (read(fd, buf, 8u << 20) > 0)
 			;
 		close(fd);
-		double r = resident_fraction(haccel_weights_file(w, f));
-		if (r < worst)
-			worst = r;
 	}
 	free(buf);
-	return worst;
+	return residency(w, 0);
 }
 
 /* --- disk ceiling ----------------------------------------------------------- */
@@ -389,6 +476,137 @@ static double run_mmap_memcpy(struct haccel_weights *w, char *dest)
 	return (double)info.tensor_bytes * 1e9 / (double)(tool_now_ns() - t0);
 }
 
+/* The page-cache copy ceiling of a warm load: threads memcpy pieces of the
+ * files' data regions, mapped and faulted in beforehand, into dest. */
+struct memcpy_piece {
+	const char *src;
+	char *dst;
+	uint64_t bytes;
+};
+
+struct memcpy_job {
+	const struct memcpy_piece *piece;
+	uint64_t n;
+	atomic_uint_fast64_t next;
+};
+
+static void *memcpy_worker(void *arg)
+{
+	struct memcpy_job *j = arg;
+
+	for (uint64_t i; (i = atomic_fetch_add(&j->next, 1)) < j->n;)
+		memcpy(j->piece[i].dst, j->piece[i].src, j->piece[i].bytes);
+	return NULL;
+}
+
+/*
+ * Bytes per second of `threads` threads copying the checkpoint's tensor
+ * bytes from page-cache mappings of its files into dest, in the host layout
+ * (each file's data region is contiguous in the file and in dest): what a
+ * warm load cannot beat. The mappings are populated before the clock
+ * starts. -1 on failure.
+ */
+static double memory_ceiling(struct haccel_weights *w, char *dest, uint32_t threads)
+{
+	struct haccel_weights_info info;
+	uint64_t piece;
+	struct memcpy_piece *pc = NULL;
+	struct memcpy_job j;
+	pthread_t *th = NULL;
+	char **map = NULL;
+	uint64_t *map_len = NULL, n = 0, cap = 0, t0, t;
+	uint32_t started = 0;
+	double bps = -1;
+
+	haccel_weights_info(w, &info);
+	/* Pieces small enough that every thread has several to take. */
+	piece = info.tensor_bytes / (4ull * threads);
+	piece = piece > (16ull << 20) ? 16ull << 20 : piece < (1ull << 20) ? 1ull << 20 : piece;
+	map = calloc(info.n_files + 1, sizeof(*map));
+	map_len = calloc(info.n_files + 1, sizeof(*map_len));
+	th = calloc(threads, sizeof(*th));
+	if (!map || !map_len || !th)
+		goto out;
+	for (uint32_t f = 0; f < info.n_files; f++) {
+		uint64_t lo = UINT64_MAX, dlo = 0, bytes = 0;
+		struct stat sb;
+		int fd;
+
+		for (uint32_t i = 0; i < info.n_tensors; i++) {
+			struct haccel_tensor_info ti;
+
+			haccel_weights_tensor(w, i, &ti);
+			if (ti.file != f)
+				continue;
+			if (ti.file_offset < lo) {
+				lo = ti.file_offset;
+				dlo = ti.dest_offset;
+			}
+			bytes += ti.bytes;
+		}
+		if (!bytes)
+			continue;
+		fd = open(haccel_weights_file(w, f), O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &sb)) {
+			if (fd >= 0)
+				close(fd);
+			goto out;
+		}
+		map[f] = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+		close(fd);
+		if (map[f] == MAP_FAILED) {
+			map[f] = NULL;
+			goto out;
+		}
+		map_len[f] = (uint64_t)sb.st_size;
+		for (uint64_t o = 0; o < bytes; o += piece) {
+			if (n == cap) {
+				struct memcpy_piece *np;
+
+				cap = cap ? 2 * cap : 256;
+				np = realloc(pc, cap * sizeof(*pc));
+				if (!np)
+					goto out;
+				pc = np;
+			}
+			pc[n].src = map[f] + lo + o;
+			pc[n].dst = dest + dlo + o;
+			pc[n].bytes = bytes - o < piece ? bytes - o : piece;
+			n++;
+		}
+	}
+	j.piece = pc;
+	j.n = n;
+	atomic_init(&j.next, 0);
+	t0 = tool_now_ns();
+	for (uint32_t i = 1; i < threads; i++)
+		if (!pthread_create(&th[started], NULL, memcpy_worker, &j))
+			started++;
+	memcpy_worker(&j);
+	for (uint32_t i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	t = tool_now_ns() - t0;
+	bps = (double)info.tensor_bytes * 1e9 / (double)(t ? t : 1);
+out:
+	for (uint32_t f = 0; map && f < info.n_files; f++)
+		if (map[f])
+			munmap(map[f], (size_t)map_len[f]);
+	free(map);
+	free(map_len);
+	free(th);
+	free(pc);
+	return bps;
+}
+
+/* The load flags a run asks for beyond its mode. */
+static void allow_flags(const struct sopts *o, struct haccel_load_params *p)
+{
+	if (o->allow_unpinned) {
+		p->hostmem_flags |= HACCEL_HOSTMEM_ALLOW_UNPINNED;
+		p->flags |= HACCEL_LOAD_ALLOW_UNREGISTERED;
+	}
+}
+
 static double run_haccel(struct haccel_weights *w, char *dest, uint64_t dest_bytes,
 			 const struct sopts *o, uint32_t mode, struct haccel_load_stats *st)
 {
@@ -398,6 +616,7 @@ static double run_haccel(struct haccel_weights *w, char *dest, uint64_t dest_byt
 
 	haccel_load_params_init(&p);
 	p.flags = mode | (o->verify ? HACCEL_LOAD_VERIFY : 0);
+	allow_flags(o, &p);
 	p.queue_depth = o->qd;
 	p.chunk_bytes = o->chunk;
 	p.threads = o->threads;
@@ -439,6 +658,7 @@ static double run_gpu(struct haccel_weights *w, const struct haccel_sink *sink,
 
 	haccel_load_params_init(&p);
 	p.flags = mode | (o->verify ? HACCEL_LOAD_VERIFY : 0);
+	allow_flags(o, &p);
 	p.queue_depth = o->qd;
 	p.chunk_bytes = o->chunk;
 	p.threads = o->threads;
@@ -547,7 +767,7 @@ static json_t *fig(double bps, double ceiling)
 static int parse(int argc, char **argv, struct sopts *o, int *json)
 {
 	enum { O_CREATE = 256, O_COLD, O_WARM, O_REPEAT, O_PROBE, O_QD, O_CHUNK, O_THREADS, O_VERIFY,
-	       O_CEILING, O_DEVICE };
+	       O_CEILING, O_DEVICE, O_ALLOW_UNPINNED };
 	static const struct option lo[] = {
 		{ "create", required_argument, NULL, O_CREATE },
 		{ "cold", no_argument, NULL, O_COLD },
@@ -560,6 +780,7 @@ static int parse(int argc, char **argv, struct sopts *o, int *json)
 		{ "verify", no_argument, NULL, O_VERIFY },
 		{ "ceiling", required_argument, NULL, O_CEILING },
 		{ "device", required_argument, NULL, O_DEVICE },
+		{ "allow-unpinned", no_argument, NULL, O_ALLOW_UNPINNED },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -631,6 +852,9 @@ static int parse(int argc, char **argv, struct sopts *o, int *json)
 			else if (strcmp(optarg, "host"))
 				goto bad;
 			break;
+		case O_ALLOW_UNPINNED:
+			o->allow_unpinned = 1;
+			break;
 		case 'j':
 			*json = 1;
 			break;
@@ -669,13 +893,13 @@ static double cold_gpu(struct haccel_weights *w, const struct sopts *o, struct g
 	struct haccel_load_stats st;
 	uint64_t sink_ns = 0, wait_ns = 0, load_ns = 0;
 	const char *how = "";
+	char rt[160];
 	json_t *c = json_object(), *h;
 
 	for (unsigned int r = 0; r < o->repeat; r++) {
 		ce[r] = probe_disk(haccel_weights_file(w, 0), qd, bs, 2 * o->probe_seconds, pos);
 		he[r] = probe_h2d(cs, g->host, H2D_PROBE);
-		double x = drop_cache(w, &how);
-		left = x > left ? x : left;
+		left = worse(left, drop_cache(w, &how));
 		gv[r] = run_gpu(w, haccel_gpu_sink_sink(g->load), o, HACCEL_LOAD_DIRECT, &st);
 		if (gv[r] < 0 || he[r] < 0) {
 			json_decref(c);
@@ -693,10 +917,12 @@ static double cold_gpu(struct haccel_weights *w, const struct sopts *o, struct g
 	double f_h = bench_median(fh, o->repeat), f_c = bench_median(fc, o->repeat);
 	haccel_gpu_sink_info(g->load, &si);
 	json_object_set_new(c, "cache_drop", json_string(how));
-	json_object_set_new(c, "cached_after_drop", json_real(left));
+	json_object_set_new(c, "cached_after_drop", residency_json(left));
 	json_object_set_new(c, "disk_ceiling", json_pack("{s:f,s:i,s:i}", "bytes_per_s", cc,
 							  "queue_depth", qd, "block_bytes", bs));
 	json_object_set_new(c, "h2d_ceiling", json_pack("{s:f}", "bytes_per_s", hc));
+	json_object_set_new(c, "staging_unpinned", json_boolean(st.staging_unpinned));
+	json_object_set_new(c, "staging_unregistered", json_boolean(st.staging_unregistered));
 	json_object_set_new(c, "haccel", h = fig(gc, 0));
 	json_object_set_new(h, "fraction_of_ceiling", json_real(f_c));
 	json_object_set_new(h, "fraction_of_disk_ceiling", json_real(f_d));
@@ -707,13 +933,14 @@ static double cold_gpu(struct haccel_weights *w, const struct sopts *o, struct g
 	json_object_set_new(c, "wait_share", json_real((double)wait_ns / (double)load_ns));
 	json_object_set_new(out, "cold", c);
 	if (!json)
-		printf("\ncold, into GPU memory (page cache dropped by %s; %.1f%% still cached at worst)\n"
+		printf("\ncold, into GPU memory (page cache dropped by %s; %s)\n"
 		       "  disk ceiling      %7.3f GB/s  (depth %u, %u MiB blocks, beside each run)\n"
 		       "  host->GPU ceiling %7.3f GB/s  (%s, 64 MiB copies, beside each run)\n"
 		       "  haccel -> GPU     %7.3f GB/s  %5.1f%% of the smaller ceiling (target >= 95%%): %.1f%% of disk, %.1f%% of host->GPU\n"
 		       "                    [%s, O_DIRECT, depth %u, %u KiB reads, staging %s]\n"
 		       "  (loader thread: %.0f%% waiting for reads, %.0f%% handing chunks to the GPU sink)\n",
-		       how, 100 * left, cc / 1e9, qd, bs >> 20, hc / 1e9,
+		       how, residency_text(left, "still cached at worst", rt, sizeof(rt)),
+		       cc / 1e9, qd, bs >> 20, hc / 1e9,
 		       g->registered ? "pinned" : "PAGEABLE", gc / 1e9, 100 * f_c, 100 * f_d, 100 * f_h,
 		       st.io_path == HACCEL_IO_URING ? "io_uring" : "pread pool", o->qd, o->chunk >> 10,
 		       si.registered ? "registered" : "NOT registered",
@@ -727,6 +954,7 @@ static int warm_gpu(struct haccel_weights *w, const struct sopts *o, struct gpu_
 {
 	const struct haccel_sink *cs = haccel_gpu_sink_sink(g->ceil);
 	double cached = warm_cache(w), he[64], gv[64], fh[64];
+	char rt[160];
 	struct haccel_gpu_sink_info si;
 	struct haccel_load_stats st;
 	json_t *c = json_object(), *h;
@@ -743,7 +971,7 @@ static int warm_gpu(struct haccel_weights *w, const struct sopts *o, struct gpu_
 	double hc = bench_median(he, o->repeat), gc = bench_median(gv, o->repeat);
 	double f_h = bench_median(fh, o->repeat);
 	haccel_gpu_sink_info(g->load, &si);
-	json_object_set_new(c, "cached_before", json_real(cached));
+	json_object_set_new(c, "cached_before", residency_json(cached));
 	json_object_set_new(c, "h2d_ceiling", json_pack("{s:f}", "bytes_per_s", hc));
 	json_object_set_new(c, "haccel", h = fig(gc, 0));
 	json_object_set_new(h, "fraction_of_ceiling", json_real(f_h));
@@ -751,10 +979,11 @@ static int warm_gpu(struct haccel_weights *w, const struct sopts *o, struct gpu_
 	json_object_set_new(c, "staging_registered", json_boolean(si.registered));
 	json_object_set_new(out, "warm", c);
 	if (!json)
-		printf("\nwarm, into GPU memory (%.1f%% of the files in the page cache)\n"
+		printf("\nwarm, into GPU memory (%s)\n"
 		       "  host->GPU ceiling %7.3f GB/s  (%s, 64 MiB copies, beside each run)\n"
 		       "  haccel -> GPU     %7.3f GB/s  %5.1f%% of the host->GPU ceiling  [%s, buffered, %u KiB reads, staging %s]\n",
-		       100 * cached, hc / 1e9, g->registered ? "pinned" : "PAGEABLE", gc / 1e9, 100 * f_h,
+		       residency_text(cached, "of the files in the page cache", rt, sizeof(rt)),
+		       hc / 1e9, g->registered ? "pinned" : "PAGEABLE", gc / 1e9, 100 * f_h,
 		       st.io_path == HACCEL_IO_URING ? "io_uring" : "pread pool", o->chunk >> 10,
 		       si.registered ? "registered" : "NOT registered");
 	return 0;
@@ -770,7 +999,7 @@ int bench_stream(int argc, char **argv, int json)
 	struct haccel_load_stats st;
 	struct sopts o;
 	json_t *out = json_object(), *probes = json_array();
-	double ceiling = 0, v[64];
+	double ceiling = 0;
 	/* Without a sweep, the ceiling comes from the cold rounds alone. */
 	uint32_t best_qd = 0, best_bs = 0;
 	uint64_t pos = 0;
@@ -846,7 +1075,7 @@ int bench_stream(int argc, char **argv, int json)
 
 	/* The disk ceiling, on the first file (the largest one when sharded
 	 * files differ little). */
-	if (!json && !o.ceil_qd)
+	if (!json && o.cold && !o.ceil_qd)
 		printf("disk ceiling: O_DIRECT sequential reads, io_uring, 2 probes of %.1f s each\n  %6s %8s %10s\n",
 		       o.probe_seconds, "depth", "block", "GB/s");
 	if (o.ceil_qd) {
@@ -889,8 +1118,12 @@ int bench_stream(int argc, char **argv, int json)
 				}
 			}
 	}
-	json_object_set_new(out, "ceiling_probes", probes);
-	if (!json && !o.ceil_qd)
+	/* A warm run alone has no disk ceiling: it is bound by memory. */
+	if (o.cold)
+		json_object_set_new(out, "ceiling_probes", probes);
+	else
+		json_decref(probes);
+	if (!json && o.cold && !o.ceil_qd)
 		printf("  best: depth %u, %u MiB blocks; re-measured beside each cold run below\n",
 		       best_qd, best_bs >> 20);
 
@@ -906,6 +1139,7 @@ int bench_stream(int argc, char **argv, int json)
 		double left = 0, hc, mc, cc, hf, mf, ce[64], hv[64], mv[64], hfr[64], mfr[64];
 		uint64_t sink_ns = 0, wait_ns = 0, load_ns = 0;
 		json_t *c = json_object();
+		char rt[160];
 
 		/*
 		 * Rounds of (ceiling, haccel, mmap + memcpy), back to back, so a
@@ -915,16 +1149,14 @@ int bench_stream(int argc, char **argv, int json)
 		for (unsigned int r = 0; r < o.repeat; r++) {
 			ce[r] = probe_disk(haccel_weights_file(w, 0), best_qd, best_bs,
 					   2 * o.probe_seconds, &pos);
-			double x = drop_cache(w, &how);
-			left = x > left ? x : left;
+			left = worse(left, drop_cache(w, &how));
 			hv[r] = run_haccel(w, dest, info.dest_bytes, &o, HACCEL_LOAD_DIRECT, &st);
 			if (hv[r] < 0)
 				goto load_failed;
 			sink_ns += st.sink_ns;
 			wait_ns += st.wait_ns;
 			load_ns += st.ns;
-			x = drop_cache(w, &how);
-			left = x > left ? x : left;
+			left = worse(left, drop_cache(w, &how));
 			mv[r] = run_mmap_memcpy(w, dest);
 			hfr[r] = hv[r] / ce[r];
 			mfr[r] = mv[r] / ce[r];
@@ -937,7 +1169,7 @@ int bench_stream(int argc, char **argv, int json)
 		if (cc > ceiling)
 			ceiling = cc;
 		json_object_set_new(c, "cache_drop", json_string(how));
-		json_object_set_new(c, "cached_after_drop", json_real(left));
+		json_object_set_new(c, "cached_after_drop", residency_json(left));
 		json_object_set_new(c, "disk_ceiling", json_pack("{s:f,s:i,s:i}", "bytes_per_s", cc,
 								  "queue_depth", best_qd, "block_bytes", best_bs));
 		json_object_set_new(c, "haccel", fig(hc, 0));
@@ -945,50 +1177,80 @@ int bench_stream(int argc, char **argv, int json)
 		json_object_set_new(c, "mmap_memcpy", fig(mc, 0));
 		json_object_set_new(json_object_get(c, "mmap_memcpy"), "fraction_of_ceiling", json_real(mf));
 		json_object_set_new(c, "io_path", json_string(st.io_path == HACCEL_IO_URING ? "io_uring" : "pread"));
+		json_object_set_new(c, "direct", json_boolean(st.direct));
+		json_object_set_new(c, "staging_unpinned", json_boolean(st.staging_unpinned));
+		json_object_set_new(c, "staging_unregistered", json_boolean(st.staging_unregistered));
 		json_object_set_new(c, "sink_share", json_real((double)sink_ns / (double)load_ns));
 		json_object_set_new(c, "wait_share", json_real((double)wait_ns / (double)load_ns));
 		json_object_set_new(out, "cold", c);
 		if (!json)
-			printf("\ncold (page cache dropped by %s; %.1f%% still cached at worst)\n"
+			printf("\ncold (page cache dropped by %s; %s)\n"
 			       "  disk ceiling    %7.3f GB/s  (depth %u, %u MiB blocks, beside each run)\n"
 			       "  haccel loader   %7.3f GB/s  %5.1f%% of the disk ceiling (target >= 95%%)  [%s, O_DIRECT, depth %u, %u KiB reads]\n"
 			       "  mmap + memcpy   %7.3f GB/s  %5.1f%% of the disk ceiling\n"
 			       "  (loader thread: %.0f%% waiting for reads, %.0f%% copying to the destination)\n",
-			       how, 100 * left, cc / 1e9, best_qd, best_bs >> 20,
+			       how, residency_text(left, "still cached at worst", rt, sizeof(rt)),
+			       cc / 1e9, best_qd, best_bs >> 20,
 			       hc / 1e9, 100 * hf,
 			       st.io_path == HACCEL_IO_URING ? "io_uring" : "pread pool", o.qd, o.chunk >> 10,
 			       mc / 1e9, 100 * mf, 100.0 * (double)wait_ns / (double)load_ns,
 			       100.0 * (double)sink_ns / (double)load_ns);
 	}
-	json_object_set_new(out, "disk_ceiling", json_pack("{s:f,s:i,s:i}", "bytes_per_s", ceiling,
-							    "queue_depth", best_qd, "block_bytes", best_bs));
+	if (o.cold)
+		json_object_set_new(out, "disk_ceiling", json_pack("{s:f,s:i,s:i}", "bytes_per_s", ceiling,
+								    "queue_depth", best_qd, "block_bytes", best_bs));
 	if (o.warm && o.cuda) {
 		if (warm_gpu(w, &o, &g, json, out))
 			goto load_failed;
 	} else if (o.warm) {
-		double cached = warm_cache(w), hw, mw;
-		json_t *c = json_object();
+		double cached = warm_cache(w), mc, hw, mw, hf, mf, cv[64], hv[64], mv[64], hfr[64], mfr[64];
+		json_t *c = json_object(), *f;
+		char rt[160];
 
+		/*
+		 * Rounds of (memory ceiling, haccel, mmap + memcpy), back to back,
+		 * each fraction taken within its round, as for cold runs.
+		 */
 		for (unsigned int r = 0; r < o.repeat; r++) {
-			v[r] = run_haccel(w, dest, info.dest_bytes, &o, HACCEL_LOAD_BUFFERED, &st);
-			if (v[r] < 0)
+			cv[r] = memory_ceiling(w, dest, o.threads);
+			if (cv[r] <= 0) {
+				tool_err("stream: cannot map the files for the memory ceiling");
+				goto failed;
+			}
+			hv[r] = run_haccel(w, dest, info.dest_bytes, &o, HACCEL_LOAD_BUFFERED, &st);
+			if (hv[r] < 0)
 				goto load_failed;
+			mv[r] = run_mmap_memcpy(w, dest);
+			hfr[r] = hv[r] / cv[r];
+			mfr[r] = mv[r] / cv[r];
 		}
-		hw = bench_median(v, o.repeat);
-		for (unsigned int r = 0; r < o.repeat; r++)
-			v[r] = run_mmap_memcpy(w, dest);
-		mw = bench_median(v, o.repeat);
-		json_object_set_new(c, "cached_before", json_real(cached));
-		json_object_set_new(c, "haccel", fig(hw, 0));
-		json_object_set_new(c, "mmap_memcpy", fig(mw, 0));
+		mc = bench_median(cv, o.repeat);
+		hw = bench_median(hv, o.repeat);
+		mw = bench_median(mv, o.repeat);
+		hf = bench_median(hfr, o.repeat);
+		mf = bench_median(mfr, o.repeat);
+		json_object_set_new(c, "cached_before", residency_json(cached));
+		json_object_set_new(c, "memory_ceiling",
+				    json_pack("{s:f,s:i,s:s}", "bytes_per_s", mc, "threads", o.threads,
+					      "method", "memcpy from populated page-cache mappings of the files into the destination"));
+		json_object_set_new(c, "haccel", f = fig(hw, 0));
+		json_object_set_new(f, "fraction_of_ceiling", json_real(hf));
+		json_object_set_new(c, "mmap_memcpy", f = fig(mw, 0));
+		json_object_set_new(f, "fraction_of_ceiling", json_real(mf));
 		json_object_set_new(c, "speedup_over_mmap", json_real(hw / mw));
+		json_object_set_new(c, "io_path", json_string(st.io_path == HACCEL_IO_URING ? "io_uring" : "pread"));
+		json_object_set_new(c, "direct", json_boolean(st.direct));
 		json_object_set_new(out, "warm", c);
 		if (!json)
-			printf("\nwarm (%.1f%% of the files in the page cache)\n"
-			       "  haccel loader   %7.3f GB/s  %.2fx mmap + memcpy (target >= 3x)  [%s, %u threads]\n"
-			       "  mmap + memcpy   %7.3f GB/s\n",
-			       100 * cached, hw / 1e9, hw / mw,
-			       st.io_path == HACCEL_IO_URING ? "io_uring" : "pread pool", o.threads, mw / 1e9);
+			printf("%swarm (%s)\n"
+			       "  memory ceiling  %7.3f GB/s  (%u thread%s copying from the page cache, beside each run)\n"
+			       "  haccel loader   %7.3f GB/s  %5.1f%% of the memory ceiling; %.2fx mmap + memcpy (target >= 3x)  [%s, %s, %u threads]\n"
+			       "  mmap + memcpy   %7.3f GB/s  %5.1f%% of the memory ceiling\n",
+			       o.cold ? "\n" : "",
+			       residency_text(cached, "of the files in the page cache", rt, sizeof(rt)),
+			       mc / 1e9, o.threads, o.threads == 1 ? "" : "s", hw / 1e9, 100 * hf, hw / mw,
+			       st.io_path == HACCEL_IO_URING ? "io_uring" : "pread pool",
+			       st.direct ? "O_DIRECT" : "buffered", o.threads, mw / 1e9, 100 * mf);
 	}
 	if (dest)
 		munmap(dest, info.dest_bytes ? info.dest_bytes : 1);
@@ -1002,7 +1264,15 @@ int bench_stream(int argc, char **argv, int json)
 
 load_failed:
 	haccel_last_error(ctx, err, sizeof(err));
-	tool_err("stream: load failed: %s", err);
+	tool_err("stream: load failed: %s%s", err,
+		 !o.allow_unpinned && strstr(err, "staging buffers") ?
+			 " (--allow-unpinned loads through unpinned, unregistered staging instead)" : "");
+failed:
 	gpu_bench_fini(&g);
+	if (dest)
+		munmap(dest, info.dest_bytes ? info.dest_bytes : 1);
+	haccel_weights_close(w);
+	haccel_close(ctx);
+	json_decref(out);
 	return EXIT_FAIL;
 }

@@ -299,6 +299,29 @@ out:
 	return o;
 }
 
+/* --- NCCL ------------------------------------------------------------------ */
+
+static json_t *probe_nccl(void)
+{
+	struct haccel_nccl_info info;
+	struct haccel_ctx *ctx;
+	json_t *o = json_object();
+
+	if (haccel_open(NULL, &ctx)) {
+		json_object_set_new(o, "error", json_string("cannot open libhaccel"));
+		return o;
+	}
+	if (haccel_nccl_info(ctx, &info) == 0) {
+		json_object_set_new(o, "version", json_integer(info.version));
+		json_object_set_new(o, "path", json_string(info.path));
+	} else {
+		json_object_set_new(o, "version", json_null());
+		json_object_set_new(o, "error", json_string(info.reason));
+	}
+	haccel_close(ctx);
+	return o;
+}
+
 /* --- haccel.ko ------------------------------------------------------------ */
 
 /*
@@ -399,6 +422,7 @@ json_t *doctor_probe(void)
 	json_object_set_new(r, "numa", probe_numa());
 	json_object_set_new(r, "hugepages", probe_hugepages());
 	json_object_set_new(r, "cuda", probe_cuda());
+	json_object_set_new(r, "nccl", probe_nccl());
 	json_object_set_new(r, "driver", probe_driver());
 	return r;
 }
@@ -496,6 +520,16 @@ void doctor_print(const json_t *r)
 				 str_or(json_object_get(g, "pci_bus_id"), "?"));
 			line("", "", d);
 		}
+	}
+
+	s = json_object_get(r, "nccl");
+	if (json_is_integer(json_object_get(s, "version"))) {
+		long long nv = json_integer_value(json_object_get(s, "version"));
+		snprintf(d, sizeof(d), "NCCL %lld.%lld.%lld at %s", nv / 10000, nv / 100 % 100, nv % 100,
+			 str_or(json_object_get(s, "path"), "?"));
+		line("nccl", "ok", d);
+	} else {
+		line("nccl", "absent", str_or(json_object_get(s, "error"), "?"));
 	}
 
 	s = json_object_get(r, "driver");

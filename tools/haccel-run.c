@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * haccel-run: run the hybrid model. Streams the weights in through the
- * loader, prefills each prompt in chunks and decodes, all prompts of a
- * batch together in the same steps, and prints the tokens (and the text,
- * for byte-level vocabularies) with a summary: prefill and decode tokens
- * per second, pages and slots used, weight bytes and load speed.
+ * loader, prefills every prompt of a batch in chunks (all prompts in the
+ * same steps), then decodes them together, and prints the tokens (and the
+ * text, for byte-level vocabularies) with a summary: prefill and decode
+ * tokens per second, pages and slots used, weight bytes and load speed.
  */
 #include "config.h"
 
@@ -35,7 +35,7 @@ struct ropts {
 	const char *dir, *prompt, *tokens, *batch;
 	uint64_t max_new, seed, chunk, max_seq;
 	double temperature, top_p;
-	int json, quiet, device, no_graphs;
+	int json, quiet, device, no_graphs, allow_unpinned;
 };
 
 static void usage(FILE *f)
@@ -61,6 +61,9 @@ static void usage(FILE *f)
 		"      --device DEV      cpu, cuda, or auto: cuda when there is a usable GPU\n"
 		"                        and this build has GPU kernels, else cpu (default)\n"
 		"      --no-graphs       cuda: launch each step's kernels, no CUDA graphs\n"
+		"      --allow-unpinned  load through staging memory that could not be\n"
+		"                        pinned or registered (RLIMIT_MEMLOCK too low)\n"
+		"                        instead of failing; slower, said on stderr\n"
 		"Output:\n"
 		"  -j, --json            one JSON object on stdout\n"
 		"  -q, --quiet           no streamed text, only the summary\n"
@@ -120,7 +123,7 @@ static char *bytes_text(const int32_t *t, uint32_t n)
 
 static int parse(int argc, char **argv, struct ropts *o)
 {
-	enum { O_TEMP = 256, O_TOPP, O_SEED, O_CHUNK, O_MAXSEQ, O_DEVICE, O_NOGRAPHS };
+	enum { O_TEMP = 256, O_TOPP, O_SEED, O_CHUNK, O_MAXSEQ, O_DEVICE, O_NOGRAPHS, O_UNPINNED };
 	static const struct option lo[] = {
 		{ "prompt", required_argument, NULL, 'p' },
 		{ "tokens", required_argument, NULL, 't' },
@@ -133,6 +136,7 @@ static int parse(int argc, char **argv, struct ropts *o)
 		{ "max-seq", required_argument, NULL, O_MAXSEQ },
 		{ "device", required_argument, NULL, O_DEVICE },
 		{ "no-graphs", no_argument, NULL, O_NOGRAPHS },
+		{ "allow-unpinned", no_argument, NULL, O_UNPINNED },
 		{ "json", no_argument, NULL, 'j' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -186,6 +190,7 @@ static int parse(int argc, char **argv, struct ropts *o)
 			}
 			break;
 		case O_NOGRAPHS: o->no_graphs = 1; break;
+		case O_UNPINNED: o->allow_unpinned = 1; break;
 		case 'j': o->json = 1; break;
 		case 'q': o->quiet = 1; break;
 		case 'h':
@@ -311,6 +316,12 @@ int main(int argc, char **argv)
 	mp.device = o.device == DEV_CUDA ? HACCEL_DEVICE_CUDA : HACCEL_DEVICE_CPU;
 	if (o.no_graphs)
 		mp.flags |= HACCEL_MODEL_NO_GRAPHS;
+	if (o.allow_unpinned) {
+		/* Asked for: the loader may stage through memory it could not
+		 * pin or register (it says so at warn level). */
+		mp.load_hostmem_flags |= HACCEL_HOSTMEM_ALLOW_UNPINNED;
+		mp.load_flags |= HACCEL_LOAD_ALLOW_UNREGISTERED;
+	}
 	mp.max_seqs = n;
 	mp.max_seq_tokens = (uint32_t)(o.max_seq ? o.max_seq : longest + o.max_new + 1);
 	mp.max_step_tokens = (uint32_t)(o.chunk * n);
@@ -319,7 +330,10 @@ int main(int argc, char **argv)
 	t_open = now() - t_open;
 	if (ret) {
 		haccel_last_error(ctx, err, sizeof(err));
-		tool_err("%s: %s", o.dir, err[0] ? err : haccel_strerror(ret));
+		tool_err("%s: %s%s", o.dir, err[0] ? err : haccel_strerror(ret),
+			 !o.allow_unpinned && (strstr(err, "staging") || strstr(err, "registration")) ?
+				 " (--allow-unpinned loads through unpinned, unregistered staging instead)" :
+				 "");
 		ret = EXIT_FAIL;
 		goto out;
 	}
@@ -351,14 +365,28 @@ int main(int argc, char **argv)
 		free(t);
 	}
 
+	/*
+	 * Prefill first, then decode: while any prompt still has prompt
+	 * tokens, a step carries only prefill chunks (a prompt whose prefill
+	 * is done waits, its first token already sampled from its last
+	 * chunk's logits); then every step carries one decode token per
+	 * unfinished prompt. So the prefill figures count exactly the prompt
+	 * tokens and the time of the steps that ran them, the decode figures
+	 * exactly the tokens fed back to generate the rest, and no step's
+	 * time is split between the two. The output does not change: a
+	 * token's result does not depend on how its steps were batched.
+	 */
 	for (;;) {
 		uint32_t ni = 0, prefilling = 0, ntok = 0;
 
+		for (uint32_t i = 0; i < n; i++)
+			if (!p[i].finished && p[i].done < p[i].n)
+				prefilling = 1;
 		for (uint32_t i = 0; i < n; i++) {
 			struct prompt *q = &p[i];
 			struct haccel_step_item *it = &items[ni];
 
-			if (q->finished)
+			if (q->finished || (prefilling && q->done == q->n))
 				continue;
 			it->seq = q->seq;
 			if (q->done < q->n) {
@@ -366,7 +394,6 @@ int main(int argc, char **argv)
 				it->tokens = q->tok + q->done;
 				it->n_tokens = c;
 				it->logits = q->done + c == q->n ? q->logits : NULL;
-				prefilling = 1;
 			} else {
 				/* Feed the last generated token. */
 				it->tokens = q->out + q->n_out - 1;
@@ -404,7 +431,8 @@ int main(int argc, char **argv)
 			struct prompt *q = &p[i];
 			int32_t tok;
 
-			if (q->finished)
+			/* Exactly the prompts put into items above, in order. */
+			if (q->finished || (prefilling && q->done == q->n))
 				continue;
 			struct haccel_step_item *it = &items[k++];
 			if (q->done < q->n)

@@ -2,8 +2,11 @@
 /*
  * haccel-ctl weights inspect|verify. Both open the checkpoint, which
  * validates every header in full; inspect then lists it, verify reads every
- * tensor through the loader and checks the stored checksums. As in doctor,
- * the human output is rendered from the same data as --json.
+ * tensor through the loader into host memory and checks each against its
+ * stored checksum, all of them, so that every mismatch is reported, not
+ * only the first. A load that fails (a file changed or truncated, staging
+ * that cannot be pinned) is an error, not a mismatch. As in doctor, the
+ * human output is rendered from the same data as --json.
  */
 #include "config.h"
 
@@ -11,10 +14,16 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* Header-only: haccel-ctl links only the public library. */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "common.h"
 #include "haccel.h"
@@ -24,7 +33,8 @@
 
 struct wopts {
 	int json;
-	uint64_t limit; /* tensors listed; 0: all */
+	int allow_unpinned; /* verify: staging may be unpinned, unregistered */
+	uint64_t limit;     /* tensors listed; 0: all */
 	const char *path;
 };
 
@@ -32,7 +42,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: haccel-ctl weights inspect PATH [--json] [--limit N]\n"
-		"       haccel-ctl weights verify PATH [--json]\n"
+		"       haccel-ctl weights verify PATH [--json] [--allow-unpinned]\n"
 		"\n"
 		"PATH is a .safetensors file, a model.safetensors.index.json, or a\n"
 		"directory holding either (the index wins).\n"
@@ -40,13 +50,18 @@ static void usage(FILE *f)
 		"Subcommands:\n"
 		"  inspect   validate every header; list files, tensors, totals by dtype\n"
 		"            and metadata\n"
-		"  verify    validate, then read every tensor and check it against its\n"
-		"            stored XXH3-64 checksum (haccel.xxh3:<tensor> metadata)\n"
+		"  verify    validate, then read every tensor and check each against its\n"
+		"            stored XXH3-64 checksum (haccel.xxh3:<tensor> metadata);\n"
+		"            every mismatch is listed\n"
 		"\n"
 		"Options:\n"
-		"  -j, --json       machine-readable output on stdout\n"
-		"  -n, --limit N    inspect: list at most N tensors (default: all)\n"
-		"  -h, --help       print this help\n"
+		"  -j, --json          machine-readable output on stdout\n"
+		"  -n, --limit N       inspect: list at most N tensors (default: all)\n"
+		"      --allow-unpinned\n"
+		"                      verify: if the staging buffers cannot be locked or\n"
+		"                      registered with io_uring (RLIMIT_MEMLOCK), read through\n"
+		"                      unpinned, unregistered ones (slower; said on stderr)\n"
+		"  -h, --help          print this help\n"
 		"\n"
 		"Exit status: 0 valid, 1 invalid or unreadable (the reason on stderr),\n"
 		"2 usage error. See haccel-ctl(1).\n");
@@ -299,6 +314,19 @@ static void inspect_print(const json_t *r)
 	}
 }
 
+/* With --json, a failure is a JSON object on stdout too: what failed
+ * (stage) and why, as on stderr. */
+static void print_failure_json(const struct wopts *o, const char *stage, const char *msg)
+{
+	json_t *r = json_object();
+
+	json_object_set_new(r, "path", json_string(o->path));
+	json_object_set_new(r, "ok", json_false());
+	json_object_set_new(r, "stage", json_string(stage));
+	json_object_set_new(r, "error", json_string(msg));
+	tool_print_json(r);
+}
+
 static int cmd_inspect(const struct wopts *o)
 {
 	struct haccel_weights *w = NULL;
@@ -306,13 +334,18 @@ static int cmd_inspect(const struct wopts *o)
 	char msg[1024];
 	json_t *r;
 
-	if (open_checkpoint(o, &ctx, &w, msg, sizeof(msg)))
+	if (open_checkpoint(o, &ctx, &w, msg, sizeof(msg))) {
+		if (o->json)
+			print_failure_json(o, "open", msg);
 		return EXIT_FAIL;
+	}
 	r = inspect_report(o, w);
 	haccel_weights_close(w);
 	haccel_close(ctx);
 	if (!r) {
 		tool_err("out of memory");
+		if (o->json)
+			print_failure_json(o, "inspect", "out of memory");
 		return EXIT_FAIL;
 	}
 	if (o->json)
@@ -322,95 +355,196 @@ static int cmd_inspect(const struct wopts *o)
 	return EXIT_OK;
 }
 
+/* Hashing the loaded tensors, several threads taking the next tensor. */
+struct check_job {
+	struct haccel_weights *w;
+	const char *base;         /* the host-layout destination */
+	uint32_t n;
+	atomic_uint next;
+	uint64_t *got;            /* per tensor: XXH3-64 of what was read */
+};
+
+static void *check_worker(void *arg)
+{
+	struct check_job *j = arg;
+	struct haccel_tensor_info ti;
+
+	for (uint32_t i; (i = atomic_fetch_add(&j->next, 1)) < j->n;) {
+		haccel_weights_tensor(j->w, i, &ti);
+		if (ti.has_checksum)
+			j->got[i] = XXH3_64bits(j->base + ti.dest_offset, ti.bytes);
+	}
+	return NULL;
+}
+
+/* Hash every tensor with a stored checksum into got[]. */
+static void hash_tensors(struct haccel_weights *w, const void *base, uint32_t n, uint64_t *got)
+{
+	struct check_job j = { .w = w, .base = base, .n = n, .got = got };
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	uint32_t want = cpus > 8 ? 8 : cpus > 1 ? (uint32_t)cpus : 1, started = 0;
+	pthread_t th[8];
+
+	atomic_init(&j.next, 0);
+	/* This thread hashes too; a helper that fails to start is no loss. */
+	for (uint32_t i = 1; i < want; i++)
+		if (!pthread_create(&th[started], NULL, check_worker, &j))
+			started++;
+	check_worker(&j);
+	for (uint32_t i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+}
+
 static int cmd_verify(const struct wopts *o)
 {
 	struct haccel_load_params p;
 	struct haccel_load_stats st;
 	struct haccel_weights_info wi;
+	struct haccel_tensor_info ti;
 	struct haccel_host_sink hs;
 	struct haccel_weights *w = NULL;
 	struct haccel_ctx *ctx = NULL;
-	char msg[1024] = "", b1[32];
-	uint64_t t0, ns;
+	char msg[1200] = "", b1[32], hex[2][17];
+	uint32_t matched = 0, without = 0, mismatches = 0;
+	uint64_t t0, ns, *got = NULL;
+	json_t *r, *list;
 	void *buf;
-	json_t *r;
 	int ret;
 
 	if (open_checkpoint(o, &ctx, &w, msg, sizeof(msg))) {
-		if (o->json) {
-			r = json_object();
-			json_object_set_new(r, "path", json_string(o->path));
-			json_object_set_new(r, "ok", json_false());
-			json_object_set_new(r, "stage", json_string("open"));
-			json_object_set_new(r, "error", json_string(msg));
-			tool_print_json(r);
-		}
+		if (o->json)
+			print_failure_json(o, "open", msg);
 		return EXIT_FAIL;
 	}
 	haccel_weights_info(w, &wi);
 	/* One destination for the whole checkpoint, as the host sink lays it
 	 * out; pages are only touched as the loader fills them. */
 	buf = malloc(wi.dest_bytes ? wi.dest_bytes : 1);
-	if (!buf) {
-		tool_err("cannot allocate %s for the load", tool_bytes(wi.dest_bytes, b1, sizeof(b1)));
+	got = calloc(wi.n_tensors ? wi.n_tensors : 1, sizeof(*got));
+	if (!buf || !got) {
+		snprintf(msg, sizeof(msg), "cannot allocate %s for the load",
+			 tool_bytes(wi.dest_bytes, b1, sizeof(b1)));
+		tool_err("%s", msg);
+		if (o->json)
+			print_failure_json(o, "load", msg);
+		free(buf);
+		free(got);
 		haccel_weights_close(w);
 		haccel_close(ctx);
 		return EXIT_FAIL;
 	}
 	haccel_host_sink_init(&hs, buf, wi.dest_bytes);
 	haccel_load_params_init(&p);
-	p.flags |= HACCEL_LOAD_VERIFY;
+	/* The checksums are checked here, after the load, so that a mismatch
+	 * does not stop it: every tensor is checked and each one reported. */
 	if (!o->json)
 		p.flags |= HACCEL_LOAD_PROGRESS;
+	if (o->allow_unpinned) {
+		p.hostmem_flags |= HACCEL_HOSTMEM_ALLOW_UNPINNED;
+		p.flags |= HACCEL_LOAD_ALLOW_UNREGISTERED;
+	}
 	memset(&st, 0, sizeof(st));
 	t0 = tool_now_ns();
 	ret = haccel_load(w, &p, &hs.sink, &st);
+	if (ret) {
+		size_t n;
+
+		if (!haccel_last_error(ctx, msg, sizeof(msg)))
+			snprintf(msg, sizeof(msg), "load failed: %s", haccel_strerror(ret));
+		n = strlen(msg);
+		if (!o->allow_unpinned && strstr(msg, "staging buffers"))
+			snprintf(msg + n, sizeof(msg) - n,
+				 " (--allow-unpinned reads through unpinned, unregistered staging instead)");
+	} else {
+		hash_tensors(w, buf, wi.n_tensors, got);
+	}
 	ns = tool_now_ns() - t0;
-	if (ret && !haccel_last_error(ctx, msg, sizeof(msg)))
-		snprintf(msg, sizeof(msg), "load failed: %s", haccel_strerror(ret));
+
+	list = json_array();
+	for (uint32_t i = 0; !ret && i < wi.n_tensors; i++) {
+		haccel_weights_tensor(w, i, &ti);
+		if (!ti.has_checksum) {
+			without++;
+		} else if (got[i] == ti.checksum) {
+			matched++;
+		} else {
+			json_t *m = json_object();
+
+			mismatches++;
+			snprintf(hex[0], sizeof(hex[0]), "%016" PRIx64, ti.checksum);
+			snprintf(hex[1], sizeof(hex[1]), "%016" PRIx64, got[i]);
+			json_object_set_new(m, "name", json_string(ti.name));
+			json_object_set_new(m, "file", json_string(haccel_weights_file(w, ti.file)));
+			json_object_set_new(m, "stored", json_string(hex[0]));
+			json_object_set_new(m, "read", json_string(hex[1]));
+			json_array_append_new(list, m);
+		}
+	}
+	if (!ret && mismatches)
+		snprintf(msg, sizeof(msg), "%u of %u tensors with a stored checksum do not match it",
+			 mismatches, matched + mismatches);
 
 	r = json_object();
 	json_object_set_new(r, "path", json_string(o->path));
-	json_object_set_new(r, "ok", json_boolean(!ret));
+	json_object_set_new(r, "ok", json_boolean(!ret && !mismatches));
+	if (ret)
+		json_object_set_new(r, "stage", json_string("load"));
 	json_object_set_new(r, "tensors", json_integer(wi.n_tensors));
-	json_object_set_new(r, "verified", json_integer(st.tensors_verified));
-	json_object_set_new(r, "without_checksum", json_integer(st.tensors_unverified));
-	/* The loader stops at the first mismatch; its message names it. */
-	json_object_set_new(r, "mismatches", json_integer(ret == -EBADMSG));
+	json_object_set_new(r, "verified", json_integer(matched));
+	json_object_set_new(r, "without_checksum", json_integer(without));
+	/* Only tensors read in full are judged: after a load error, none. */
+	json_object_set_new(r, "mismatches", json_integer(mismatches));
+	json_object_set_new(r, "mismatched", list);
 	json_object_set_new(r, "tensor_bytes", json_integer((json_int_t)st.tensor_bytes));
 	json_object_set_new(r, "read_bytes", json_integer((json_int_t)st.read_bytes));
 	json_object_set_new(r, "seconds", json_real((double)ns / 1e9));
 	json_object_set_new(r, "io_path", json_string(st.io_path == HACCEL_IO_PREAD ? "pread" : "io_uring"));
 	json_object_set_new(r, "direct", json_boolean(st.direct));
 	json_object_set_new(r, "fallback_reason", json_string(st.fallback_reason));
-	json_object_set_new(r, "error", ret ? json_string(msg) : json_null());
+	json_object_set_new(r, "staging_unpinned", json_boolean(st.staging_unpinned));
+	json_object_set_new(r, "staging_unregistered", json_boolean(st.staging_unregistered));
+	json_object_set_new(r, "error", ret || mismatches ? json_string(msg) : json_null());
+
+	if (ret || mismatches)
+		tool_err("verify failed: %s", msg);
+	for (size_t i = 0; i < json_array_size(list); i++) {
+		json_t *m = json_array_get(list, i);
+
+		tool_err("  %s: tensor \"%s\": checksum mismatch: stored %s, read %s",
+			 json_string_value(json_object_get(m, "file")),
+			 json_string_value(json_object_get(m, "name")),
+			 json_string_value(json_object_get(m, "stored")),
+			 json_string_value(json_object_get(m, "read")));
+	}
+	if (o->json) {
+		if (tool_print_json(r))
+			ret = -EIO;
+	} else {
+		if (!ret && !mismatches)
+			printf("%s: %u tensors read, %u match their stored checksum, %u have none; %s in %.2f s (%s, %s%s%s)\n",
+			       o->path, wi.n_tensors, matched, without,
+			       tool_bytes(st.tensor_bytes, b1, sizeof(b1)), (double)ns / 1e9,
+			       st.io_path == HACCEL_IO_PREAD ? "pread" : "io_uring",
+			       st.direct ? "O_DIRECT" : "buffered",
+			       st.staging_unpinned ? ", staging unpinned" : "",
+			       st.staging_unregistered ? ", staging not registered with io_uring" : "");
+		json_decref(r);
+	}
+	free(got);
 	free(buf);
 	haccel_weights_close(w);
 	haccel_close(ctx);
-
-	if (ret)
-		tool_err("verify failed: %s", msg);
-	if (o->json) {
-		if (tool_print_json(r))
-			return EXIT_FAIL;
-	} else {
-		if (!ret)
-			printf("%s: %u tensors read, %u match their stored checksum, %u have none; %s in %.2f s (%s, %s)\n",
-			       o->path, wi.n_tensors, st.tensors_verified, st.tensors_unverified,
-			       tool_bytes(st.tensor_bytes, b1, sizeof(b1)), (double)ns / 1e9,
-			       st.io_path == HACCEL_IO_PREAD ? "pread" : "io_uring",
-			       st.direct ? "O_DIRECT" : "buffered");
-		json_decref(r);
-	}
-	return ret ? EXIT_FAIL : EXIT_OK;
+	return ret || mismatches ? EXIT_FAIL : EXIT_OK;
 }
 
 int weights_main(int argc, char **argv)
 {
+	enum { O_ALLOW_UNPINNED = 256 };
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "limit", required_argument, NULL, 'n' },
+		{ "allow-unpinned", no_argument, NULL, O_ALLOW_UNPINNED },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct wopts o = { 0 };
@@ -432,6 +566,9 @@ int weights_main(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			limit_set = 1;
+			break;
+		case O_ALLOW_UNPINNED:
+			o.allow_unpinned = 1;
 			break;
 		default:
 			usage(stderr);
@@ -463,8 +600,13 @@ int weights_main(int argc, char **argv)
 		tool_err("unexpected argument '%s' (see haccel-ctl weights --help)", argv[optind]);
 		return EXIT_USAGE;
 	}
-	if (!strcmp(sub, "inspect"))
+	if (!strcmp(sub, "inspect")) {
+		if (o.allow_unpinned) {
+			tool_err("weights inspect: --allow-unpinned applies to verify only");
+			return EXIT_USAGE;
+		}
 		return cmd_inspect(&o);
+	}
 	if (limit_set) {
 		tool_err("weights verify: --limit applies to inspect only");
 		return EXIT_USAGE;

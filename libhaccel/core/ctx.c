@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/comm.h"
 #include "gpu/cuda.h"
 #include "gpu/module.h"
 #include "hostmem/hostmem.h"
@@ -115,6 +116,7 @@ void haccel_close(struct haccel_ctx *ctx)
 	if (!ctx)
 		return;
 	haccel__gpu_fini(ctx);
+	haccel__nccl_fini(ctx);
 	haccel__cuda_fini(ctx);
 	haccel__hostmem_ctx_fini(ctx);
 	pthread_mutex_destroy(&ctx->lock);

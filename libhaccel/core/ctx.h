@@ -29,6 +29,7 @@ struct haccel_ctx {
 	struct haccel_hostmem_stats *hostmem_stats; /* owned, see hostmem.c */
 	struct haccel__cuda *cuda;   /* loaded on first use, see gpu/cuda.c */
 	struct haccel__gpu *gpu;     /* module and streams, see gpu/module.c */
+	struct haccel__nccl *nccl;   /* loaded on first use, see gpu/comm.c */
 };
 
 /*

@@ -172,8 +172,12 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream,
 			      haccel__dptr scratch);
 /* Sparse MLA decode/prefill, per token t through block_tables row
  * bt_row[t]; as haccel__cpu_sparse_mla. scratch:
- * haccel__cuda_sparse_mla_scratch(T, H, topk) bytes. */
+ * haccel__cuda_sparse_mla_scratch(T, H, topk) bytes, enough for any call
+ * of T or fewer tokens (every scratch size here is: workspace is carved
+ * once for the largest step). splits: how many pieces each token's
+ * selection is cut into (1: no scratch used). */
 size_t haccel__cuda_sparse_mla_scratch(uint32_t T, uint32_t H, uint32_t topk);
+uint32_t haccel__cuda_sparse_mla_splits(uint32_t T, uint32_t H, uint32_t topk);
 int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream,
 			    haccel__dptr o_lat, haccel__dptr q_lat,
 			    haccel__dptr q_pe, uint32_t T, uint32_t H,

@@ -168,13 +168,40 @@ static uint32_t mla_splits(uint32_t T, uint32_t H, uint32_t topk, uint32_t *tps)
 	return (uint32_t)n;
 }
 
-/* Partial results of every split, for the combine step: O [T][splits][H]
- * [512], then (m, l) [T][splits][H]. One split writes o_lat directly. */
+uint32_t haccel__cuda_sparse_mla_splits(uint32_t T, uint32_t H, uint32_t topk)
+{
+	uint32_t tps;
+
+	return mla_splits(T, H, topk, &tps);
+}
+
+/*
+ * Partial results of every split, for the combine step: O [T][splits][H]
+ * [512], then (m, l) [T][splits][H]; one split writes o_lat directly. The
+ * split count falls as T grows, so T * splits is not monotonic in T (T = 96
+ * takes 6 splits, 576 rows; T = 256 takes 2, 512 rows): the scratch is the
+ * largest need of any call of 1..T tokens, so that workspace carved for a
+ * step's largest T serves every smaller one. Past MLA_BLOCKS tokens the
+ * split count stops changing and the need only grows with T.
+ */
 size_t haccel__cuda_sparse_mla_scratch(uint32_t T, uint32_t H, uint32_t topk)
 {
-	uint32_t tps, n = mla_splits(T, H, topk, &tps);
+	uint64_t rows = 0;
+	uint32_t tps, last = T < MLA_BLOCKS ? T : MLA_BLOCKS;
 
-	return n > 1 ? (size_t)T * n * H * (512 + 2) * 4 : 0;
+	for (uint32_t t = 1; t <= last; t++) {
+		uint64_t n = mla_splits(t, H, topk, &tps);
+
+		if (n > 1 && t * n > rows)
+			rows = t * n;
+	}
+	if (T > last) {
+		uint64_t n = mla_splits(T, H, topk, &tps);
+
+		if (n > 1 && (uint64_t)T * n > rows)
+			rows = (uint64_t)T * n;
+	}
+	return (size_t)rows * H * (512 + 2) * 4;
 }
 
 int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_lat,

@@ -225,10 +225,13 @@ struct haccel_kv_stats {
 	uint64_t pages_free;      /* empty, ready to use */
 	uint64_t pages_evictable; /* unreferenced but holding a cached prefix */
 	uint64_t pages_used;      /* referenced by a sequence or a get */
-	uint64_t pages_cached;    /* in the prefix table (used or evictable) */
+	uint64_t pages_cached;    /* in the prefix table (used or evictable); a
+				   * few can no longer be reached (their parent
+				   * left the table) and wait for eviction */
 	uint64_t seqs_active;
 	uint64_t seqs_max;
-	uint64_t prefix_queries;  /* sequences created with a prompt */
+	uint64_t prefix_queries;  /* prefix lookups: sequences created with a
+				   * prompt while prefix caching is on */
 	uint64_t prefix_hits;     /* ... that reused at least one page */
 	uint64_t prefix_tokens_queried;
 	uint64_t prefix_tokens_reused;
@@ -259,8 +262,10 @@ HACCEL_API int haccel_kv_seq_create(struct haccel_kv_pool *pool,
  * this sequence alone holds but the prefix cache still lists (after a
  * truncate) leaves the cache before it is written. When slots is not NULL,
  * slots[i] = page * page_tokens + offset of token i. A page that fills is
- * entered into the prefix cache: the caller must write its KV before another
- * sequence is created from the same prompt. All or nothing: on failure the
+ * entered into the prefix cache (unless a cached page with the same content
+ * and parent is there already: that one stays the entry, and later pages
+ * chain under it): the caller must write its KV before another sequence is
+ * created from the same prompt. All or nothing: on failure the
  * sequence is unchanged. Returns 0, -EINVAL, -ENOENT (no such sequence),
  * -E2BIG (past max_seq_tokens), -ENOMEM (not enough free + evictable pages).
  */
@@ -356,7 +361,8 @@ HACCEL_API int haccel_kv_pages_swap_in(struct haccel_kv_pool *pool,
 				       const void *host, uint64_t host_bytes);
 /* Drop one reference from each of n pages taken with haccel_kv_pages_get.
  * Returns 0 or -EINVAL (nothing released when any id is out of range or
- * unreferenced). */
+ * holds no reference from haccel_kv_pages_get: a page only a sequence
+ * holds, or one put more times than it was got). */
 HACCEL_API int haccel_kv_pages_put(struct haccel_kv_pool *pool,
 				   const uint32_t *pages, uint32_t n);
 
@@ -500,6 +506,21 @@ struct haccel_gpu_info {
  * reason in out->reason: the caller goes on with the CPU backend.
  */
 HACCEL_API int haccel_gpu_info(struct haccel_ctx *ctx, struct haccel_gpu_info *out);
+
+struct haccel_nccl_info {
+	uint32_t version;          /* e.g. 22803 for NCCL 2.28.3; 0 when absent */
+	uint32_t reserved;
+	char path[256];            /* the library loaded, or "" */
+	char reason[640];          /* why there is no NCCL, or "" */
+};
+
+/*
+ * Probe NCCL, loaded at run time (libnccl.so.2 on the library path or in
+ * the CUDA toolkit, or the file HACCEL_NCCL_LIBRARY names) for work across
+ * GPUs. Needs no GPU. Returns 0 with the version, or -ENODEV with the reason
+ * (the library goes on with one GPU), -EINVAL, -ENOMEM.
+ */
+HACCEL_API int haccel_nccl_info(struct haccel_ctx *ctx, struct haccel_nccl_info *out);
 
 /*
  * A GPU sink: haccel_load() into device memory, in the host layout (tensor
@@ -870,6 +891,16 @@ HACCEL_API void haccel_host_sink_init(struct haccel_host_sink *s, void *base,
 #define HACCEL_LOAD_PROGRESS (1u << 3)
 /* Use the pread thread pool instead of io_uring (HACCEL_FORCE_PREAD=1 too). */
 #define HACCEL_LOAD_PREAD (1u << 4)
+/*
+ * If io_uring refuses to register the staging buffers as fixed buffers
+ * (typically RLIMIT_MEMLOCK: registered buffers count against it without
+ * CAP_IPC_LOCK), read into them unregistered: logged at warn level and
+ * counted in haccel_load_stats.staging_unregistered. Without this flag that
+ * refusal fails the load, naming io_uring buffer registration and the
+ * kernel's reason. (Unpinned staging is HACCEL_HOSTMEM_ALLOW_UNPINNED in
+ * hostmem_flags.)
+ */
+#define HACCEL_LOAD_ALLOW_UNREGISTERED (1u << 5)
 
 struct haccel_load_params {
 	uint32_t size;         /* sizeof(struct haccel_load_params) */
@@ -903,16 +934,26 @@ struct haccel_load_stats {
 	uint64_t wait_ns;        /* I/O thread blocked waiting for reads */
 	uint64_t sink_ns;        /* I/O thread handing bytes to the sink */
 	char fallback_reason[160]; /* why io_uring was not used, or "" */
+	/* Fallbacks the caller allowed, each logged at warn level when taken: */
+	uint32_t staging_unpinned;     /* 1: staging buffers not locked
+					* (HACCEL_HOSTMEM_ALLOW_UNPINNED) */
+	uint32_t staging_unregistered; /* 1: staging buffers not registered
+					* with io_uring, plain reads
+					* (HACCEL_LOAD_ALLOW_UNREGISTERED) */
 };
 
 /*
  * Read every tensor of w into sink. Checks each file is still what was
  * opened (size, modification time) before and after, so a truncated or
  * rewritten file is an error, never garbage. On failure the sink may hold
- * part of the data. p may be NULL for defaults; stats may be NULL.
- * Returns 0, -EIO, -EBADMSG (checksum mismatch, file changed), -ENOMEM,
- * -EINVAL (bad parameters; a sink with an unknown size or flags), or the
- * sink's error.
+ * part of the data. p may be NULL for defaults; stats may be NULL (else
+ * filled on failure too). Staging buffers that cannot be locked or
+ * registered with io_uring fail the load unless the caller allowed that
+ * fallback (HACCEL_HOSTMEM_ALLOW_UNPINNED, HACCEL_LOAD_ALLOW_UNREGISTERED).
+ * Returns 0, -EIO, -EBADMSG (checksum mismatch, file changed), -ENOMEM
+ * (also: io_uring refused to register the staging buffers), -EPERM
+ * (staging not lockable under RLIMIT_MEMLOCK), -EINVAL (bad parameters; a
+ * sink with an unknown size or flags), or the sink's error.
  */
 HACCEL_API int haccel_load(struct haccel_weights *w,
 			   const struct haccel_load_params *p,
@@ -960,6 +1001,9 @@ struct haccel_model_params {
 	uint32_t max_step_tokens; /* tokens in one step, all items (default 256) */
 	uint32_t kv_pages;        /* 0: enough for max_seqs full sequences */
 	uint32_t load_flags;      /* HACCEL_LOAD_* for the weights (default VERIFY) */
+	uint32_t load_hostmem_flags; /* HACCEL_HOSTMEM_* for the loader's staging
+				      * (default 0: pinned and placed, or the
+				      * open fails saying why) */
 };
 
 /* Defaults as above. */

@@ -151,6 +151,7 @@ static int load_weights(struct haccel_model *m, const char *dir)
 	}
 	haccel_load_params_init(&lp);
 	lp.flags = m->p.load_flags;
+	lp.hostmem_flags = m->p.load_hostmem_flags;
 	haccel_host_sink_init(&sink, raw, info.dest_bytes);
 	ret = haccel_load(w, &lp, &sink.sink, &m->load);
 	if (ret)

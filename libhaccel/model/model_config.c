@@ -104,7 +104,10 @@ int haccel__config_preset(const char *name, struct haccel__model_config *c)
 	} else if (!strcmp(name, "kimi-linear-48b-a3b")) {
 		/* Shapes of Kimi-Linear-48B-A3B's attention (27 layers, MLA at
 		 * 3, 7, ..., 23 and 26); the MoE is stood in for by a dense MLP
-		 * of the active width. For kernel benchmarks: no weights. */
+		 * of the active width. For kernel benchmarks: no weights. Which
+		 * values follow its config.json and which map its MLA onto the
+		 * DSA layer (q LoRA, indexer, rope): docs/model.md, "Presets". */
+		c->rms_norm_eps = 1e-5f;
 		c->vocab_size = 163840;
 		c->hidden_size = 2304;
 		c->intermediate_size = 9216;
@@ -337,11 +340,15 @@ int haccel__config_parse(struct haccel_ctx *ctx, const char *label, const char *
 
 	o = json_object_get(j, "kda");
 	if (c.n_kda) {
+		/* gate_lower_bound and output_gate_rank belong to one form each:
+		 * optional (type- and range-checked when given), required and
+		 * validated below when their form is chosen. */
 		const struct field kf[] = {
 			U(KC, num_heads, 1, 1024), U(KC, head_k_dim, 1, 1024),
 			U(KC, head_v_dim, 1, 1024), U(KC, conv_size, 1, 64),
-			F(KC, gate_lower_bound, -1e6, 1e6), U(KC, gate_rank, 1, 65536),
-			U(KC, output_gate_rank, 0, 65536),
+			{ "gate_lower_bound", 'f', offsetof(KC, gate_lower_bound), -1e6, 1e6, false },
+			U(KC, gate_rank, 1, 65536),
+			{ "output_gate_rank", 'u', offsetof(KC, output_gate_rank), 0, 65536, false },
 		};
 		uint32_t og;
 
@@ -357,8 +364,19 @@ int haccel__config_parse(struct haccel_ctx *ctx, const char *label, const char *
 		if (ret)
 			goto out;
 		c.kda.output_gate_low_rank = og == 1;
+		if (c.kda.gate_form == HACCEL__KDA_GATE_LOWER_BOUND &&
+		    !json_object_get(o, "gate_lower_bound")) {
+			ret = FAIL("%s: kda.gate_lower_bound is missing (gate_form \"lower_bound\" needs it)",
+				   label);
+			goto out;
+		}
+		if (c.kda.output_gate_low_rank && !json_object_get(o, "output_gate_rank")) {
+			ret = FAIL("%s: kda.output_gate_rank is missing (output_gate \"low_rank\" needs it)",
+				   label);
+			goto out;
+		}
 		if (c.kda.output_gate_low_rank && !c.kda.output_gate_rank) {
-			ret = FAIL("%s: kda.output_gate_rank must be set for a low-rank output gate", label);
+			ret = FAIL("%s: kda.output_gate_rank must be at least 1 for a low-rank output gate", label);
 			goto out;
 		}
 	} else if (o) {

@@ -22,10 +22,12 @@ struct haccel__kda_config {
 	uint32_t head_v_dim;
 	uint32_t conv_size;
 	uint32_t gate_form;        /* enum haccel__kda_gate_form */
-	float gate_lower_bound;    /* lower-bound form only, < 0 */
+	float gate_lower_bound;    /* lower-bound form: required, < 0; else
+				    * optional and unused (0 when absent) */
 	uint32_t gate_rank;        /* f_a_proj rows */
 	bool output_gate_low_rank;
-	uint32_t output_gate_rank; /* g_a_proj rows, when low rank */
+	uint32_t output_gate_rank; /* g_a_proj rows: required (>= 1) when low
+				    * rank; else optional and unused */
 };
 
 struct haccel__dsa_config {

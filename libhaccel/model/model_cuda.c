@@ -140,6 +140,7 @@ int haccel__gmodel_load(struct haccel_model *m, struct haccel_weights *wts,
 		goto out;
 	haccel_load_params_init(&lp);
 	lp.flags = m->p.load_flags;
+	lp.hostmem_flags = m->p.load_hostmem_flags;
 	ret = haccel_load(wts, &lp, haccel_gpu_sink_sink(sink), &m->load);
 	haccel_gpu_sink_destroy(sink);
 	if (ret)

@@ -88,6 +88,7 @@ struct haccel_kv_pool {
 	int32_t *tokens;            /* [page][P] token ids */
 	uint64_t next_serial;
 	uint64_t ext_refs;          /* references held through pages_get */
+	uint32_t *ext;              /* per page: how many of them it holds */
 	uint64_t key_mask;          /* all ones; narrowed by tests to force collisions */
 	struct haccel__map map;
 
@@ -338,6 +339,7 @@ static void free_meta(struct haccel_kv_pool *p)
 	free(p->free_ids);
 	free(p->state);
 	free(p->ref);
+	free(p->ext);
 	free(p->cow);
 	free(p->region_bpt);
 	free(p->region_base);
@@ -407,6 +409,7 @@ int haccel_kv_pool_create(struct haccel_ctx *ctx,
 	CALLOC_N(p->region_bpt, p->n_regions);
 	CALLOC_N(p->cow, p->n_regions);
 	CALLOC_N(p->ref, n_pages);
+	CALLOC_N(p->ext, n_pages);
 	CALLOC_N(p->state, n_pages);
 	CALLOC_N(p->free_ids, n_pages);
 	CALLOC_N(p->lru_prev, n_pages);
@@ -481,7 +484,7 @@ static uint64_t meta_bytes(const struct haccel_kv_pool *p)
 {
 	uint64_t n = p->n_pages;
 
-	return n * (sizeof(*p->ref) + sizeof(*p->state) + sizeof(*p->free_ids) +
+	return n * (sizeof(*p->ref) + sizeof(*p->ext) + sizeof(*p->state) + sizeof(*p->free_ids) +
 		    sizeof(*p->lru_prev) + sizeof(*p->lru_next) + sizeof(*p->key) +
 		    sizeof(*p->serial) + sizeof(*p->link) + sizeof(*p->parent) +
 		    (uint64_t)p->P * sizeof(*p->tokens)) +
@@ -978,8 +981,10 @@ int haccel_kv_pages_get(struct haccel_kv_pool *p, uint32_t n, uint32_t *pages)
 		return -EINVAL;
 	if (n > available(p))
 		return -ENOMEM;
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++) {
 		pages[i] = take_page(p);
+		p->ext[pages[i]]++;
+	}
 	p->ext_refs += n;
 	return 0;
 }
@@ -1001,14 +1006,23 @@ int haccel_kv_pages_put(struct haccel_kv_pool *p, const uint32_t *pages,
 	for (i = 0; i < n; i++) {
 		uint32_t id = pages[i];
 
-		if (id >= p->n_pages || p->ref[id] == 0)
+		/* Only references that pages_get handed out: a page a sequence
+		 * holds, or one put more times than it was got, is refused. */
+		if (id >= p->n_pages || p->ext[id] == 0)
 			break;
+		p->ext[id]--;
 		p->ref[id]--;
 	}
 	if (i < n) {
-		while (i--)
+		uint32_t bad = pages[i];
+
+		while (i--) {
+			p->ext[pages[i]]++;
 			p->ref[pages[i]]++;
-		return -EINVAL;
+		}
+		return haccel__fail(p->ctx, -EINVAL, "kv pages put: page %u %s", bad,
+				    bad >= p->n_pages ? "is out of range" :
+				    "holds no reference from haccel_kv_pages_get()");
 	}
 	for (i = 0; i < n; i++) {
 		uint32_t id = pages[i];
@@ -1181,6 +1195,15 @@ int haccel__kv_pool_check(const struct haccel_kv_pool *p, char *why,
 	if (used + p->n_free + p->n_evictable != p->n_pages)
 		FAIL("pages: %u used + %u free + %u evictable != %u", used, p->n_free,
 		     p->n_evictable, p->n_pages);
+	uint64_t ext_sum = 0;
+	for (uint32_t id = 0; id < p->n_pages; id++) {
+		ext_sum += p->ext[id];
+		if (p->ext[id] > p->ref[id])
+			FAIL("page %u: %u gets held but %u references", id, p->ext[id], p->ref[id]);
+	}
+	if (ext_sum != p->ext_refs)
+		FAIL("per-page gets sum to %llu, %llu counted", (unsigned long long)ext_sum,
+		     (unsigned long long)p->ext_refs);
 	if (ref_sum != occ_sum + p->ext_refs)
 		FAIL("sum of refs %llu != %llu block-table uses + %llu gets",
 		     (unsigned long long)ref_sum, (unsigned long long)occ_sum,

@@ -24,13 +24,32 @@
  *    the page-cache copies run on several cores; checksums are computed
  *    afterwards, in parallel, over the destination.
  *
+ * Mode choice. Automatic mode reads direct unless 90% of the data is in
+ * the page cache. Residency comes from cachestat(2); where that is
+ * missing (before Linux 6.5) or refused (newer kernels apply mincore's
+ * rule to it), from mincore(2), but only for a file this process may
+ * write: for any other file the kernel makes mincore report every page
+ * resident, which would send a cold checkpoint through buffered reads.
+ * Unknown residency means direct reads.
+ *
  * I/O goes through io_uring (liburing); where the kernel refuses it
  * (ENOSYS, EPERM: kernel.io_uring_disabled, seccomp) or HACCEL_FORCE_PREAD=1
- * asks, a pool of pread threads does the same reads, and one log line says
+ * asks, a pool of pread threads does the same reads, and one warning says
  * why. Short reads are continued, EINTR/EAGAIN retried; end of file before
  * the data's end means the file was truncated. Each file is checked against
  * what haccel_weights_open() saw (size, mtime, device, inode) before and
  * after the load, so a file changed underneath is an error, never garbage.
+ *
+ * Nothing falls back silently: staging that cannot be locked or registered
+ * with io_uring fails the load unless the caller allowed that fallback,
+ * and an allowed one is logged at warn level and counted in the stats.
+ *
+ * Test knobs (environment, read at each load; for tests and diagnosis):
+ * HACCEL_TEST_SHORT_READS=1 makes the first read of every chunk ask for
+ * about half of it (aligned in direct mode), so every chunk is continued
+ * after a short read; HACCEL_TEST_EAGAIN=1 makes the first attempt of every
+ * even-numbered chunk complete with -EAGAIN (io_uring: a no-op in its
+ * place; pool: no pread), so every such chunk is retried.
  */
 #include "config.h"
 
@@ -39,6 +58,7 @@
 #include <liburing.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -46,6 +66,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -71,7 +92,13 @@ struct chunk {
 	char *dst;             /* where the read lands */
 	int state;
 	int err;               /* pool reader's result */
+	bool faked;            /* HACCEL_TEST_EAGAIN: its -EAGAIN was injected */
+	uint32_t short_reads;  /* pread_rest's counts, not yet in the stats */
+	uint32_t retries;
 };
+
+/* user_data bit of a no-op standing in for a read (HACCEL_TEST_EAGAIN). */
+#define FAKE_EAGAIN (1ull << 63)
 
 struct pool_reader {
 	pthread_t *threads;
@@ -139,6 +166,8 @@ struct loader {
 
 	uint64_t t0, last_progress;
 	bool progress;
+	bool test_short, test_eagain; /* HACCEL_TEST_SHORT_READS, _EAGAIN */
+	atomic_bool bind_warned;      /* a worker's node binding failed */
 	int err;
 };
 
@@ -275,32 +304,117 @@ static int check_unchanged(struct loader *L, uint32_t f, int fd, const char *whe
 	return 0;
 }
 
-/* Fraction of the files' data regions in the page cache (0..1). */
-static double cached_fraction(struct loader *L)
+/*
+ * cachestat(2) (Linux 6.5): the kernel's struct, defined here because
+ * older headers lack it; the syscall has the same number on every
+ * architecture of the generic table.
+ */
+#if !defined(__NR_cachestat) &&                                             \
+	(defined(__x86_64__) || defined(__aarch64__) || defined(__i386__) || \
+	 (defined(__riscv) && __riscv_xlen == 64))
+#define __NR_cachestat 451
+#endif
+
+struct cachestat_range {
+	uint64_t off, len;      /* len 0: to the end of the file */
+};
+
+struct cachestat_counts {
+	uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+
+/* Pages of fd in the page cache, through cachestat(2). 0 or -errno
+ * (-ENOSYS: no such syscall; -EPERM: refused, as mincore would lie). */
+static int file_cached_pages(int fd, uint64_t *pages)
+{
+#ifdef __NR_cachestat
+	struct cachestat_range r = { 0, 0 };
+	struct cachestat_counts cs;
+
+	memset(&cs, 0, sizeof(cs));
+	if (syscall(__NR_cachestat, (unsigned int)fd, &r, &cs, 0u))
+		return -errno;
+	*pages = cs.nr_cache;
+	return 0;
+#else
+	(void)fd;
+	(void)pages;
+	return -ENOSYS;
+#endif
+}
+
+/*
+ * Does mincore() tell the truth about fd's pages? Since Linux 5.0 it does
+ * only for a file the caller owns (or has CAP_FOWNER over) or may write;
+ * for any other file it reports every page resident.
+ */
+static bool mincore_truthful(int fd, const char *path)
+{
+	struct stat sb;
+
+	if (geteuid() == 0)
+		return true;
+	if (fstat(fd, &sb) == 0 && sb.st_uid == geteuid())
+		return true;
+	return faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) == 0;
+}
+
+/* Resident pages of fd through mincore() over windowed mappings. */
+static uint64_t mincore_pages(int fd, uint64_t size, unsigned char *vec, long pg)
+{
+	const uint64_t window = 1ull << 30;
+	uint64_t resident = 0;
+
+	for (uint64_t off = 0; off < size; off += window) {
+		uint64_t len = size - off < window ? size - off : window;
+		void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, (off_t)off);
+
+		if (m == MAP_FAILED)
+			continue; /* counted as not cached: direct reads are safe */
+		uint64_t pages = (len + (uint64_t)pg - 1) / (uint64_t)pg;
+		if (mincore(m, len, vec) == 0)
+			for (uint64_t i = 0; i < pages; i++)
+				resident += vec[i] & 1;
+		munmap(m, len);
+	}
+	return resident;
+}
+
+/*
+ * Fraction of the files' pages in the page cache (0..1), or -1 when it
+ * cannot be known; then why (len bytes) says why.
+ */
+static double cached_fraction(struct loader *L, char *why, size_t len)
 {
 	uint64_t resident = 0, total = 0;
 	long pg = sysconf(_SC_PAGESIZE);
-	const uint64_t window = 1ull << 30;
-	unsigned char *vec = malloc(window / (uint64_t)pg);
+	unsigned char *vec = NULL;
 
-	if (!vec)
-		return 0;
+	if (pg <= 0)
+		pg = 4096;
 	for (uint32_t f = 0; f < L->w->n_files; f++) {
 		const struct haccel__wfile *wf = &L->w->files[f];
+		uint64_t pages = (wf->size + (uint64_t)pg - 1) / (uint64_t)pg, n = 0;
+		int ret = file_cached_pages(L->fd[f], &n);
 
-		for (uint64_t off = 0; off < wf->size; off += window) {
-			uint64_t len = wf->size - off < window ? wf->size - off : window;
-			void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, L->fd[f], (off_t)off);
-
-			if (m == MAP_FAILED)
-				continue;
-			uint64_t pages = (len + (uint64_t)pg - 1) / (uint64_t)pg;
-			if (mincore(m, len, vec) == 0)
-				for (uint64_t i = 0; i < pages; i++)
-					resident += vec[i] & 1;
-			total += pages;
-			munmap(m, len);
+		total += pages;
+		if (ret == 0) {
+			resident += n < pages ? n : pages;
+			continue;
 		}
+		if (!mincore_truthful(L->fd[f], wf->path)) {
+			snprintf(why, len, "%s: cachestat: %s, and mincore reports every page of a file this process may not write as cached",
+				 wf->path, strerror(-ret));
+			free(vec);
+			return -1;
+		}
+		if (!vec)
+			vec = malloc((1ull << 30) / (uint64_t)pg);
+		if (!vec) {
+			snprintf(why, len, "out of memory for mincore");
+			return -1;
+		}
+		resident += mincore_pages(L->fd[f], wf->size, vec, pg);
 	}
 	free(vec);
 	return total ? (double)resident / (double)total : 1.0;
@@ -349,11 +463,19 @@ static int open_files(struct loader *L)
 	} else if (L->p.flags & HACCEL_LOAD_BUFFERED) {
 		L->direct = false;
 	} else {
-		double c = cached_fraction(L);
+		char why[600] = "";
+		double c = cached_fraction(L, why, sizeof(why));
 
-		L->direct = c < 0.9;
-		haccel__dbg(L->ctx, "load: %.0f%% of the data is in the page cache: %s reads",
-			    100 * c, L->direct ? "direct" : "buffered");
+		if (c < 0) {
+			/* Wrongly direct costs a warm load some speed; wrongly
+			 * buffered costs a cold one most of it. */
+			L->direct = true;
+			haccel__info(L->ctx, "load: page-cache residency unknown (%s): direct reads", why);
+		} else {
+			L->direct = c < 0.9;
+			haccel__dbg(L->ctx, "load: %.0f%% of the data is in the page cache: %s reads",
+				    100 * c, L->direct ? "direct" : "buffered");
+		}
 	}
 	if (!L->direct)
 		return 0;
@@ -367,8 +489,9 @@ static int open_files(struct loader *L)
 		ret = haccel__dio_align(L->ctx, L->fd[f], &mem_al, &off_al, &how);
 		dfd = ret ? -1 : open(L->w->files[f].path, O_RDONLY | O_CLOEXEC | O_DIRECT);
 		if (dfd < 0 || mem_al > 4096 || off_al > (1u << 20)) {
-			/* tmpfs and some FUSE filesystems have no O_DIRECT. */
-			haccel__info(L->ctx, "%s: no direct I/O here (%s): buffered reads",
+			/* Some filesystems (FUSE, older tmpfs) have no O_DIRECT.
+			 * One warning per load: the first file decides. */
+			haccel__warn(L->ctx, "%s: no direct I/O here (%s): buffered reads",
 				     L->w->files[f].path, ret ? strerror(-ret) : strerror(errno));
 			if (dfd >= 0)
 				close(dfd);
@@ -434,23 +557,47 @@ static int plan(struct loader *L)
 /* ------------------------------------------------------------------------ */
 /* Readers: io_uring, or a pool of pread threads                            */
 
-/* Read what is left of chunk c with pread on fd; 0 or -errno. */
+/*
+ * Bytes to ask for in the next read of chunk c: what is left, or with
+ * HACCEL_TEST_SHORT_READS about half of it on the chunk's first read
+ * (rounded down to the direct-I/O alignment, odd when buffered), so that
+ * the read comes back short and is continued.
+ */
+static uint64_t read_len(const struct loader *L, const struct chunk *c)
+{
+	uint64_t rest = c->len - c->done, half = rest / 2;
+
+	if (!L->test_short || c->done)
+		return rest;
+	if (L->direct)
+		half -= half % L->off_align;
+	else
+		half |= 1;
+	return half && half < rest ? half : rest;
+}
+
+/* Read what is left of chunk c with pread on fd; 0 or -errno. Short reads
+ * and retries are counted in c, for the stats. */
 static int pread_rest(struct loader *L, struct chunk *c, int fd)
 {
 	while (c->off + c->done < c->want_end) {
-		ssize_t r = pread(fd, c->dst + c->done, c->len - c->done,
+		ssize_t r = pread(fd, c->dst + c->done, read_len(L, c),
 				  (off_t)(c->off + c->done));
 
 		if (r < 0) {
-			if (errno == EINTR || errno == EAGAIN)
+			if (errno == EINTR || errno == EAGAIN) {
+				c->retries++;
 				continue;
+			}
 			return -errno;
 		}
 		if (r == 0)
 			return -ENODATA; /* end of file before the data's end */
 		c->done += (uint64_t)r;
-		if (c->off + c->done < c->want_end && c->done < c->len &&
-		    fd == L->fd[c->file] && L->direct &&
+		if (c->off + c->done >= c->want_end)
+			break;
+		c->short_reads++;
+		if (c->done < c->len && fd == L->fd[c->file] && L->direct &&
 		    (c->off + c->done) % L->off_align) {
 			/* A short direct read left an unaligned rest. */
 			fd = L->fd_buffered[c->file];
@@ -459,13 +606,29 @@ static int pread_rest(struct loader *L, struct chunk *c, int fd)
 	return 0;
 }
 
+/*
+ * Bind a pool or copy worker to the load's node. The I/O thread's own
+ * binding succeeded, so a failure here is odd (a cpuset changed under the
+ * load): the worker runs unbound, and the first such failure is logged.
+ */
+static void bind_worker(struct loader *L, const char *what)
+{
+	int ret;
+
+	if (L->p.node == HACCEL_NODE_ANY)
+		return;
+	ret = haccel__numa_bind_thread(L->ctx, L->p.node);
+	if (ret && !atomic_exchange(&L->bind_warned, true))
+		haccel__warn(L->ctx, "load: a %s thread cannot run on node %d (%s): it runs wherever the scheduler puts it (logged once per load)",
+			     what, L->p.node, strerror(-ret));
+}
+
 static void *pool_worker(void *arg)
 {
 	struct loader *L = arg;
 	struct pool_reader *P = &L->pool;
 
-	if (L->p.node != HACCEL_NODE_ANY)
-		(void)haccel__numa_bind_thread(L->ctx, L->p.node);
+	bind_worker(L, "pread");
 	pthread_mutex_lock(&P->lock);
 	for (;;) {
 		while (P->work_head == P->work_tail && !P->stop)
@@ -475,6 +638,11 @@ static void *pool_worker(void *arg)
 		uint64_t i = P->work[P->work_head++ % P->cap];
 		pthread_mutex_unlock(&P->lock);
 		struct chunk *c = &L->ch[i];
+		if (L->test_eagain && !(i & 1) && !c->faked) {
+			/* As if the first pread had been interrupted. */
+			c->faked = true;
+			c->retries++;
+		}
 		c->err = pread_rest(L, c, L->fd[c->file]);
 		pthread_mutex_lock(&P->lock);
 		P->done[P->done_tail++ % P->cap] = i;
@@ -547,12 +715,18 @@ static int reader_start(struct loader *L)
 	const char *env = getenv("HACCEL_FORCE_PREAD");
 	int ret;
 
+	/* One line per load says why the pool reads: a warning, except when
+	 * the caller's own flag asked for it. */
 	if (L->p.flags & HACCEL_LOAD_PREAD) {
 		snprintf(L->st.fallback_reason, sizeof(L->st.fallback_reason),
 			 "pread pool asked for (HACCEL_LOAD_PREAD)");
+		haccel__info(L->ctx, "load: %s; reading with a pool of %u pread threads",
+			     L->st.fallback_reason, L->p.threads);
 	} else if (env && *env && strcmp(env, "0")) {
 		snprintf(L->st.fallback_reason, sizeof(L->st.fallback_reason),
 			 "pread pool forced by HACCEL_FORCE_PREAD=%s", env);
+		haccel__warn(L->ctx, "load: %s; reading with a pool of %u pread threads",
+			     L->st.fallback_reason, L->p.threads);
 	} else {
 		ret = io_uring_queue_init(L->p.queue_depth, &L->ring, 0);
 		if (ret == 0) {
@@ -564,8 +738,6 @@ static int reader_start(struct loader *L)
 		haccel__warn(L->ctx, "load: %s; reading with a pool of %u pread threads",
 			     L->st.fallback_reason, L->p.threads);
 	}
-	if (L->st.fallback_reason[0] && strncmp(L->st.fallback_reason, "io_uring refused", 16))
-		haccel__info(L->ctx, "load: %s", L->st.fallback_reason);
 	L->st.io_path = HACCEL_IO_PREAD;
 	return pool_start(L);
 }
@@ -580,16 +752,17 @@ static void reader_stop(struct loader *L)
 	}
 }
 
-/* Queue the rest of chunk i. */
+/* Queue the rest of chunk i; it counts as in flight once queued. With
+ * io_uring it reaches the kernel at the next submit (reap() or drain()). */
 static int submit(struct loader *L, uint64_t i)
 {
 	struct chunk *c = &L->ch[i];
 
-	c->state = CH_INFLIGHT;
-	L->in_flight++;
 	if (!L->use_uring) {
 		struct pool_reader *P = &L->pool;
 
+		c->state = CH_INFLIGHT;
+		L->in_flight++;
 		pthread_mutex_lock(&P->lock);
 		P->work[P->work_tail++ % P->cap] = i;
 		pthread_cond_signal(&P->work_cv);
@@ -601,13 +774,21 @@ static int submit(struct loader *L, uint64_t i)
 		/* The ring holds queue_depth entries and we never queue more. */
 		return haccel__fail(L->ctx, -EIO, "load: io_uring submission queue full");
 	}
+	c->state = CH_INFLIGHT;
+	L->in_flight++;
+	if (L->test_eagain && !(i & 1) && !c->faked) {
+		c->faked = true;
+		io_uring_prep_nop(sqe);
+		io_uring_sqe_set_data64(sqe, i | FAKE_EAGAIN);
+		return 0;
+	}
 	if (c->buf >= 0 && L->fixed)
 		io_uring_prep_read_fixed(sqe, L->fd[c->file], c->dst + c->done,
-					 (unsigned int)(c->len - c->done),
+					 (unsigned int)read_len(L, c),
 					 c->off + c->done, c->buf);
 	else
 		io_uring_prep_read(sqe, L->fd[c->file], c->dst + c->done,
-				   (unsigned int)(c->len - c->done), c->off + c->done);
+				   (unsigned int)read_len(L, c), c->off + c->done);
 	/* Page-cache hits would otherwise be copied inline, one at a time, by
 	 * this thread: force them to the kernel's workers, in parallel. */
 	if (!L->direct)
@@ -630,11 +811,23 @@ static int read_error(struct loader *L, struct chunk *c, int err)
 			    (unsigned long long)(c->off + c->done), strerror(-err));
 }
 
-/* Account for a completion of chunk i with result res (bytes or -errno). */
-static int uring_complete(struct loader *L, uint64_t i, int res)
+/* Move pread_rest's counts of chunk c into the stats. */
+static void take_counts(struct loader *L, struct chunk *c)
 {
+	L->st.short_reads += c->short_reads;
+	L->st.retries += c->retries;
+	c->short_reads = c->retries = 0;
+}
+
+/* Account for a completion (user_data data) with result res (bytes or
+ * -errno). */
+static int uring_complete(struct loader *L, uint64_t data, int res)
+{
+	uint64_t i = data & ~FAKE_EAGAIN;
 	struct chunk *c = &L->ch[i];
 
+	if (data & FAKE_EAGAIN)
+		res = -EAGAIN;
 	L->in_flight--;
 	if (res == -EINTR || res == -EAGAIN) {
 		L->st.retries++;
@@ -657,6 +850,7 @@ static int uring_complete(struct loader *L, uint64_t i, int res)
 		int ret = pread_rest(L, c, L->fd_buffered[c->file]);
 
 		L->st.read_bytes += c->done - before;
+		take_counts(L, c);
 		if (ret)
 			return read_error(L, c, ret);
 		c->state = CH_DONE;
@@ -665,29 +859,13 @@ static int uring_complete(struct loader *L, uint64_t i, int res)
 	return submit(L, i);
 }
 
-/* Wait for at least one completion and account for all that are there. */
-static int reap(struct loader *L)
+/*
+ * The pool's finished chunks: accounted for, and with report the first
+ * error turned into the load's (drain() collects without reporting: the
+ * load already failed with its own message). Waits for at least one.
+ */
+static int pool_collect(struct loader *L, bool report)
 {
-	if (L->use_uring) {
-		struct io_uring_cqe *cqe;
-		unsigned int head, n = 0;
-		int ret;
-
-		ret = io_uring_submit_and_wait(&L->ring, 1);
-		if (ret < 0 && ret != -EINTR)
-			return haccel__fail(L->ctx, ret, "load: io_uring_submit_and_wait: %s",
-					    strerror(-ret));
-		io_uring_for_each_cqe(&L->ring, head, cqe) {
-			ret = uring_complete(L, io_uring_cqe_get_data64(cqe), cqe->res);
-			n++;
-			if (ret) {
-				io_uring_cq_advance(&L->ring, n);
-				return ret;
-			}
-		}
-		io_uring_cq_advance(&L->ring, n);
-		return 0;
-	}
 	struct pool_reader *P = &L->pool;
 	int err = 0;
 
@@ -699,7 +877,8 @@ static int reap(struct loader *L)
 
 		L->in_flight--;
 		L->st.read_bytes += c->done;
-		if (c->err && !err)
+		take_counts(L, c);
+		if (c->err && !err && report)
 			err = read_error(L, c, c->err);
 		c->state = CH_DONE;
 	}
@@ -707,20 +886,67 @@ static int reap(struct loader *L)
 	return err;
 }
 
-/* Let every read in flight finish (after an error) before buffers go. */
+/*
+ * Wait for at least one completion and account for all that are there.
+ * On an error, reads resubmitted earlier in the batch may be queued but
+ * not submitted: drain() submits them.
+ */
+static int reap(struct loader *L)
+{
+	struct io_uring_cqe *cqe;
+	unsigned int head, n = 0;
+	int ret;
+
+	if (!L->use_uring)
+		return pool_collect(L, true);
+	ret = io_uring_submit_and_wait(&L->ring, 1);
+	if (ret < 0 && ret != -EINTR)
+		return haccel__fail(L->ctx, ret, "load: io_uring_submit_and_wait: %s",
+				    strerror(-ret));
+	io_uring_for_each_cqe(&L->ring, head, cqe) {
+		ret = uring_complete(L, io_uring_cqe_get_data64(cqe), cqe->res);
+		n++;
+		if (ret) {
+			io_uring_cq_advance(&L->ring, n);
+			return ret;
+		}
+	}
+	io_uring_cq_advance(&L->ring, n);
+	return 0;
+}
+
+/*
+ * Let every read in flight finish (after an error) before buffers go.
+ * in_flight counts reads queued but never submitted too: run() fails right
+ * after submit() when a sink's wait() does, reap() after resubmitting a
+ * short or interrupted read when a later completion of the batch is an
+ * error. Waiting for their completions alone would wait forever, so each
+ * round submits whatever is queued before it waits.
+ */
 static void drain(struct loader *L)
 {
+	if (!L->use_uring) {
+		while (L->in_flight)
+			(void)pool_collect(L, false);
+		return;
+	}
 	while (L->in_flight) {
-		if (L->use_uring) {
-			struct io_uring_cqe *cqe;
+		struct io_uring_cqe *cqe;
+		unsigned int head, n = 0;
+		int ret = io_uring_submit_and_wait(&L->ring, 1);
 
-			if (io_uring_wait_cqe(&L->ring, &cqe))
-				break;
-			io_uring_cqe_seen(&L->ring, cqe);
-			L->in_flight--;
-		} else {
-			(void)reap(L);
+		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
+			/* The ring's teardown cancels or waits for what the
+			 * kernel still holds; until then those reads keep
+			 * their pages pinned, so no freed memory is written. */
+			haccel__warn(L->ctx, "load: cannot wait for the %llu reads in flight after an error (io_uring_submit_and_wait: %s)",
+				     (unsigned long long)L->in_flight, strerror(-ret));
+			return;
 		}
+		io_uring_for_each_cqe(&L->ring, head, cqe)
+			n++;
+		io_uring_cq_advance(&L->ring, n);
+		L->in_flight -= n < L->in_flight ? n : L->in_flight;
 	}
 }
 
@@ -907,10 +1133,21 @@ static int setup_staging(struct loader *L)
 	hp.flags = L->p.hostmem_flags;
 	hp.bytes = (uint64_t)L->n_buf * L->p.chunk_bytes;
 	ret = haccel_hostmem_alloc(L->ctx, &hp, &L->staging);
-	if (ret)
-		return ret; /* hostmem said why */
+	if (ret) {
+		char why[1024];
+
+		haccel_last_error(L->ctx, why, sizeof(why));
+		return haccel__fail(L->ctx, ret, "load: staging buffers (%u of %u KiB): %s%s",
+				    L->n_buf, L->p.chunk_bytes >> 10, why,
+				    (ret == -EPERM || ret == -ENOMEM) &&
+						    !(hp.flags & HACCEL_HOSTMEM_ALLOW_UNPINNED) ?
+					    "; or allow unpinned staging (HACCEL_HOSTMEM_ALLOW_UNPINNED in hostmem_flags)" :
+					    "");
+	}
 	haccel_hostmem_info(L->staging, &info);
 	L->stage = info.ptr;
+	/* hostmem logged the fallback at warn level; the stats show it too. */
+	L->st.staging_unpinned = !info.pinned;
 	L->free_buf = calloc(L->n_buf, sizeof(*L->free_buf));
 	if (!L->free_buf)
 		return -ENOMEM;
@@ -931,11 +1168,23 @@ static int setup_staging(struct loader *L)
 	if (ret == 0) {
 		L->fixed = true;
 		haccel__hostmem_note_registration(L->ctx, HACCEL__REG_IO_URING, L->n_buf);
-	} else {
-		/* Plain reads work too, at a small cost per read. */
-		haccel__info(L->ctx, "load: staging buffers not registered with io_uring (%s): plain reads",
-			     strerror(-ret));
+		return 0;
 	}
+	/*
+	 * Plain reads work too, at a cost per read (the kernel maps and pins
+	 * the pages of each one), but the caller asked for registered
+	 * staging unless it said otherwise.
+	 */
+	char why[320];
+	snprintf(why, sizeof(why), "io_uring buffer registration of the %u staging buffers (%llu KiB) failed: %s%s",
+		 L->n_buf, (unsigned long long)hp.bytes >> 10, strerror(-ret),
+		 ret == -ENOMEM ? " (registered buffers count against RLIMIT_MEMLOCK without CAP_IPC_LOCK; raise it with ulimit -l or LimitMEMLOCK=)" :
+		 ret == -EFAULT ? " (memory io_uring cannot pin)" : "");
+	if (!(L->p.flags & HACCEL_LOAD_ALLOW_UNREGISTERED))
+		return haccel__fail(L->ctx, ret, "load: %s; or allow unregistered reads (HACCEL_LOAD_ALLOW_UNREGISTERED)",
+				    why);
+	haccel__warn(L->ctx, "load: %s; reading without fixed buffers (HACCEL_LOAD_ALLOW_UNREGISTERED)", why);
+	L->st.staging_unregistered = 1;
 	return 0;
 }
 
@@ -973,8 +1222,7 @@ static void *copy_worker(void *arg)
 {
 	struct loader *L = arg;
 
-	if (L->p.node != HACCEL_NODE_ANY)
-		(void)haccel__numa_bind_thread(L->ctx, L->p.node);
+	bind_worker(L, "copy");
 	pthread_mutex_lock(&L->copy_lock);
 	for (;;) {
 		while (L->copy_head == L->copy_tail && !L->copy_stop)
@@ -1137,7 +1385,8 @@ static void populate_dest(struct loader *L)
 static int validate_params(struct haccel_ctx *ctx, const struct haccel_load_params *p)
 {
 	const uint32_t known = HACCEL_LOAD_DIRECT | HACCEL_LOAD_BUFFERED | HACCEL_LOAD_VERIFY |
-			       HACCEL_LOAD_PROGRESS | HACCEL_LOAD_PREAD;
+			       HACCEL_LOAD_PROGRESS | HACCEL_LOAD_PREAD |
+			       HACCEL_LOAD_ALLOW_UNREGISTERED;
 
 	if ((p->flags & ~known) || p->reserved ||
 	    ((p->flags & HACCEL_LOAD_DIRECT) && (p->flags & HACCEL_LOAD_BUFFERED)))
@@ -1273,6 +1522,14 @@ out:
 	return ret;
 }
 
+/* An environment switch: set, not empty and not "0". */
+static bool env_on(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v && strcmp(v, "0");
+}
+
 static void *load_thread(void *arg)
 {
 	struct loader *L = arg;
@@ -1313,6 +1570,9 @@ int haccel_load(struct haccel_weights *w, const struct haccel_load_params *param
 	}
 	L->verify = L->p.flags & HACCEL_LOAD_VERIFY;
 	L->progress = (L->p.flags & HACCEL_LOAD_PROGRESS) && isatty(STDERR_FILENO);
+	L->test_short = env_on("HACCEL_TEST_SHORT_READS");
+	L->test_eagain = env_on("HACCEL_TEST_EAGAIN");
+	atomic_init(&L->bind_warned, false);
 	L->t0 = L->last_progress = now_ns();
 
 	if (L->p.node == HACCEL_NODE_ANY) {

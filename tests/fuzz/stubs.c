@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "core/ctx.h"
+#include "gpu/comm.h"
 #include "gpu/cuda.h"
 #include "gpu/module.h"
 #include "hostmem/hostmem.h"
@@ -33,6 +34,11 @@ void haccel__gpu_fini(struct haccel_ctx *ctx)
 }
 
 void haccel__cuda_fini(struct haccel_ctx *ctx)
+{
+	(void)ctx;
+}
+
+void haccel__nccl_fini(struct haccel_ctx *ctx)
 {
 	(void)ctx;
 }

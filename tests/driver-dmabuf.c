@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: MIT
+/* dma-buf export: another process imports and maps the buffer and sees the first one's writes (and the other way round). */
+#include "config.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "driver-util.h"
+
+#define NPAGES 8
+
+static uint64_t pattern(size_t i, uint64_t salt)
+{
+	uint64_t x = i * 0x9e3779b97f4a7c15ull ^ salt;
+
+	x ^= x >> 31;
+	return x * 0xbf58476d1ce4e5b9ull;
+}
+
+static void fill(void *p, size_t bytes, uint64_t salt)
+{
+	uint64_t *w = p;
+
+	for (size_t i = 0; i < bytes / 8; i++)
+		w[i] = pattern(i, salt);
+}
+
+static size_t mismatches(const void *p, size_t bytes, uint64_t salt)
+{
+	const uint64_t *w = p;
+	size_t bad = 0;
+
+	for (size_t i = 0; i < bytes / 8; i++)
+		bad += w[i] != pattern(i, salt);
+	return bad;
+}
+
+/*
+ * The child is forked before the export, so it gets the dma-buf only
+ * through the socket: it maps it, checks the parent's first half, writes
+ * the second half, and imports it into its own file of the device.
+ */
+static void other_process_maps_and_imports(void)
+{
+	int fd = hd_open(), sv[2], status;
+	size_t pg = hd_page(), size = NPAGES * pg, half = size / 2;
+	char *mem = hd_alloc(size, -1);
+	uint32_t h;
+	char ack;
+	pid_t pid;
+
+	KTAP_ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	pid = fork();
+	KTAP_ASSERT(pid >= 0);
+	if (pid == 0) {
+		struct drm_haccel_bo_info bi;
+		uint64_t pages[HD_MAX_NODES] = { 0 };
+		int dmabuf, cfd, rc = 0;
+		uint32_t ch;
+		char *map;
+
+		close(sv[0]);
+		dmabuf = hd_recv_fd(sv[1]);
+		if (dmabuf < 0)
+			_exit(10);
+		map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, dmabuf, 0);
+		if (map == MAP_FAILED)
+			_exit(11);
+		if (mismatches(map, half, 1))
+			rc = 12;
+		fill(map + half, half, 2);
+		cfd = hd_try_open();
+		if (cfd < 0 || hd_import(cfd, dmabuf, &ch))
+			_exit(13);
+		if (hd_bo_info(cfd, ch, &bi, pages, HD_MAX_NODES) || bi.size != size)
+			rc = 14;
+		/* Only the pinning process learns the address it pinned. */
+		if (bi.addr != 0)
+			rc = 15;
+		if (pages[0] + pages[1] != NPAGES)
+			rc = 16;
+		if (write(sv[1], "d", 1) != 1)
+			rc = 17;
+		_exit(rc);
+	}
+	close(sv[1]);
+	fill(mem, half, 1);
+	KTAP_ASSERT_EQ(hd_pin(fd, mem, size, HACCEL_NODE_ANY, 0, &h), 0);
+	{
+		int dmabuf = hd_export(fd, h, 0);
+
+		KTAP_ASSERT(dmabuf >= 0);
+		KTAP_ASSERT_EQ(hd_send_fd(sv[0], dmabuf), 0);
+		close(dmabuf);
+	}
+	KTAP_EXPECT_EQ(read(sv[0], &ack, 1), 1);
+	KTAP_ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	KTAP_EXPECT(WIFEXITED(status));
+	KTAP_EXPECT_EQ(WEXITSTATUS(status), 0);
+	/* The child's writes landed in the parent's own memory. */
+	KTAP_EXPECT_EQ(mismatches(mem + half, half, 2), 0);
+	KTAP_EXPECT_EQ(hd_close_handle(fd, h), 0);
+}
+
+static void self_import_same_handle(void)
+{
+	int fd = hd_open(), dmabuf;
+	size_t size = NPAGES * hd_page();
+	char *mem = hd_alloc(size, -1);
+	uint32_t h, h2;
+
+	KTAP_ASSERT_EQ(hd_pin(fd, mem, size, HACCEL_NODE_ANY, 0, &h), 0);
+	dmabuf = hd_export(fd, h, 0);
+	KTAP_ASSERT(dmabuf >= 0);
+	KTAP_ASSERT_EQ(hd_import(fd, dmabuf, &h2), 0);
+	KTAP_EXPECT_EQ(h2, h);
+	close(dmabuf);
+	KTAP_EXPECT_EQ(hd_close_handle(fd, h), 0);
+}
+
+static void map_offset_and_bounds(void)
+{
+	int fd = hd_open(), dmabuf;
+	size_t pg = hd_page(), size = NPAGES * pg;
+	char *mem = hd_alloc(size, -1), *map;
+	uint32_t h;
+
+	fill(mem, size, 7);
+	KTAP_ASSERT_EQ(hd_pin(fd, mem, size, HACCEL_NODE_ANY, 0, &h), 0);
+	dmabuf = hd_export(fd, h, 0);
+	KTAP_ASSERT(dmabuf >= 0);
+	map = mmap(NULL, 2 * pg, PROT_READ, MAP_SHARED, dmabuf, 3 * pg);
+	KTAP_ASSERT(map != MAP_FAILED);
+	KTAP_EXPECT_EQ(memcmp(map, mem + 3 * pg, 2 * pg), 0);
+	munmap(map, 2 * pg);
+	/* Past the end, or a private (copy-on-write) mapping: refused. */
+	KTAP_EXPECT(mmap(NULL, size + pg, PROT_READ, MAP_SHARED, dmabuf, 0) == MAP_FAILED);
+	KTAP_EXPECT(mmap(NULL, 2 * pg, PROT_READ, MAP_SHARED, dmabuf, (NPAGES - 1) * pg) ==
+		    MAP_FAILED);
+	errno = 0;
+	KTAP_EXPECT(mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE, dmabuf, 0) ==
+		    MAP_FAILED);
+	KTAP_EXPECT_EQ(errno, EINVAL);
+	close(dmabuf);
+	KTAP_EXPECT_EQ(hd_close_handle(fd, h), 0);
+}
+
+static void readonly_export(void)
+{
+	int fd = hd_open(), dmabuf;
+	size_t size = NPAGES * hd_page();
+	char *mem = hd_alloc(size, -1), *map;
+	uint32_t h;
+
+	KTAP_ASSERT_EQ(hd_pin(fd, mem, size, HACCEL_NODE_ANY, 0, &h), 0);
+	dmabuf = hd_export(fd, h, 1);
+	KTAP_ASSERT(dmabuf >= 0);
+	errno = 0;
+	KTAP_EXPECT(mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, dmabuf, 0) ==
+		    MAP_FAILED);
+	KTAP_EXPECT_EQ(errno, EACCES);
+	map = mmap(NULL, size, PROT_READ, MAP_SHARED, dmabuf, 0);
+	KTAP_ASSERT(map != MAP_FAILED);
+	KTAP_EXPECT_EQ(map[0], 0x5a);
+	munmap(map, size);
+	close(dmabuf);
+	KTAP_EXPECT_EQ(hd_close_handle(fd, h), 0);
+}
+
+/* A mapping alone keeps the buffer (and its pin) alive. */
+static void mapping_keeps_buffer(void)
+{
+	int fd = hd_open(), dmabuf;
+	size_t size = NPAGES * hd_page();
+	char *mem = hd_alloc(size, -1), *map;
+	uint64_t base = hd_node_total(fd);
+	uint32_t h;
+
+	fill(mem, size, 9);
+	KTAP_ASSERT_EQ(hd_pin(fd, mem, size, HACCEL_NODE_ANY, 0, &h), 0);
+	dmabuf = hd_export(fd, h, 0);
+	KTAP_ASSERT(dmabuf >= 0);
+	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, dmabuf, 0);
+	KTAP_ASSERT(map != MAP_FAILED);
+	close(dmabuf);
+	KTAP_EXPECT_EQ(hd_close_handle(fd, h), 0);
+	KTAP_EXPECT_EQ(hd_node_total(fd), base + size);
+	KTAP_EXPECT_EQ(mismatches(map, size, 9), 0);
+	/* Still the same pages as the owner's mapping. */
+	map[0] = 0x42;
+	KTAP_EXPECT_EQ(mem[0], 0x42);
+	KTAP_ASSERT_EQ(munmap(map, size), 0);
+	KTAP_EXPECT_EQ(hd_node_total(fd), base);
+}
+
+static const struct ktap_case cases[] = {
+	KTAP_CASE(other_process_maps_and_imports),
+	KTAP_CASE(self_import_same_handle),
+	KTAP_CASE(map_offset_and_bounds),
+	KTAP_CASE(readonly_export),
+	KTAP_CASE(mapping_keeps_buffer),
+};
+
+int main(int argc, char **argv)
+{
+	return KTAP_MAIN(argc, argv, cases);
+}
