@@ -3,6 +3,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/udmabuf.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -198,12 +200,37 @@ static void mapping_keeps_buffer(void)
 	KTAP_EXPECT_EQ(hd_node_total(fd), base);
 }
 
+/* A dma-buf of another exporter (udmabuf) is not importable: haccel only pins. */
+static void foreign_dmabuf_refused(void)
+{
+	int fd = hd_open(), udev, memfd, dmabuf;
+	size_t size = 2 * hd_page();
+	struct udmabuf_create c = { .flags = UDMABUF_FLAGS_CLOEXEC, .size = size };
+	uint32_t h;
+
+	udev = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
+	if (udev < 0)
+		ktap_skip("no /dev/udmabuf (CONFIG_UDMABUF) to make a foreign dma-buf");
+	memfd = (int)syscall(SYS_memfd_create, "haccel-udmabuf", MFD_ALLOW_SEALING);
+	KTAP_ASSERT(memfd >= 0);
+	KTAP_ASSERT_EQ(ftruncate(memfd, (off_t)size), 0);
+	KTAP_ASSERT_EQ(fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	c.memfd = (uint32_t)memfd;
+	dmabuf = ioctl(udev, UDMABUF_CREATE, &c);
+	KTAP_ASSERT(dmabuf >= 0);
+	KTAP_EXPECT_EQ(hd_import(fd, dmabuf, &h), -EINVAL);
+	close(dmabuf);
+	close(memfd);
+	close(udev);
+}
+
 static const struct ktap_case cases[] = {
 	KTAP_CASE(other_process_maps_and_imports),
 	KTAP_CASE(self_import_same_handle),
 	KTAP_CASE(map_offset_and_bounds),
 	KTAP_CASE(readonly_export),
 	KTAP_CASE(mapping_keeps_buffer),
+	KTAP_CASE(foreign_dmabuf_refused),
 };
 
 int main(int argc, char **argv)
