@@ -16,6 +16,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/*
+ * The library tests (tests/driver-lib-*.c) include haccel.h first, whose
+ * HACCEL_NODE_ANY is the int32_t -1; the uapi's is the __u32 0xffffffff,
+ * the same node in each type: here the uapi's is the one defined.
+ */
+#ifdef HACCEL_H
+#undef HACCEL_NODE_ANY
+#endif
 #include "haccel_drm.h"
 #include "ktap.h"
 
@@ -351,5 +359,131 @@ static inline int hd_recv_fd(int sock)
 	memcpy(&fd, CMSG_DATA(c), sizeof(int));
 	return fd;
 }
+
+/* Lines of the debugfs client list for pid; -1 when it cannot be read. */
+static inline int hd_debugfs_clients_of(pid_t pid)
+{
+	FILE *f = fopen("/sys/kernel/debug/haccel/clients", "r");
+	char line[512];
+	int n = 0, p;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%d", &p) == 1 && p == pid)
+			n++;
+	fclose(f);
+	return n;
+}
+
+#ifdef HACCEL_H
+/* --- for the library tests: a context whose log is kept ------------------ */
+
+#define HL_LOG_LINES 64
+
+static char hl_log[HL_LOG_LINES][1024];
+static int hl_log_level[HL_LOG_LINES];
+static unsigned int hl_log_n;
+
+static inline void hl_log_fn(void *user, int level, const char *msg)
+{
+	(void)user;
+	if (hl_log_n < HL_LOG_LINES) {
+		snprintf(hl_log[hl_log_n], sizeof(hl_log[0]), "%s", msg);
+		hl_log_level[hl_log_n++] = level;
+	}
+}
+
+/* A context logging at info level into hl_log ($HACCEL_* is read now). */
+static inline struct haccel_ctx *hl_ctx(void)
+{
+	struct haccel_open_params p;
+	struct haccel_ctx *ctx = NULL;
+
+	haccel_open_params_init(&p);
+	p.log_fn = hl_log_fn;
+	p.log_level = HACCEL_LOG_INFO;
+	KTAP_ASSERT_EQ(haccel_open(&p, &ctx), 0);
+	return ctx;
+}
+
+/* Log lines so far that contain needle (at level, or any level if -1). */
+static inline unsigned int hl_lines(const char *needle, int level)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < hl_log_n; i++)
+		if (strstr(hl_log[i], needle) && (level < 0 || hl_log_level[i] == level))
+			n++;
+	return n;
+}
+
+static inline void hl_log_dump(void)
+{
+	for (unsigned int i = 0; i < hl_log_n; i++)
+		ktap_diag("log %d: %s", hl_log_level[i], hl_log[i]);
+}
+
+static inline const char *hl_err(struct haccel_ctx *ctx)
+{
+	static char buf[1024];
+
+	haccel_last_error(ctx, buf, sizeof(buf));
+	return buf;
+}
+
+#define HL_EXPECT_ERR(ctx, needle)                                            \
+	do {                                                                  \
+		const char *e_ = hl_err(ctx);                                 \
+		if (!strstr(e_, needle))                                      \
+			ktap_fail_at(__FILE__, __LINE__,                      \
+				     "last error lacks \"%s\": %s", needle, e_); \
+	} while (0)
+
+/* Allocate through the library; returns the status. */
+static inline int hl_alloc(struct haccel_ctx *ctx, uint64_t bytes, int node,
+			   uint32_t flags, struct haccel_hostmem **m)
+{
+	struct haccel_hostmem_params p;
+
+	haccel_hostmem_params_init(&p);
+	p.bytes = bytes;
+	p.node = node;
+	p.flags = flags;
+	*m = NULL;
+	return haccel_hostmem_alloc(ctx, &p, m);
+}
+
+static inline struct haccel_hostmem_info hl_info(const struct haccel_hostmem *m)
+{
+	struct haccel_hostmem_info i;
+
+	KTAP_ASSERT_EQ(haccel_hostmem_info(m, &i), 0);
+	return i;
+}
+
+static inline struct haccel_hostmem_provider_stats hl_pstats(struct haccel_ctx *ctx)
+{
+	struct haccel_hostmem_provider_stats s = { .size = sizeof(s) };
+
+	KTAP_ASSERT_EQ(haccel_hostmem_provider_stats(ctx, &s), 0);
+	return s;
+}
+
+/* VmLck of this process in bytes: what mlock() holds. */
+static inline unsigned long long hl_vmlck(void)
+{
+	char line[256];
+	unsigned long long kb = 0;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	KTAP_ASSERT(f);
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmLck:", 6))
+			kb = strtoull(line + 6, NULL, 10);
+	fclose(f);
+	return kb * 1024;
+}
+#endif /* HACCEL_H */
 
 #endif /* HACCEL_TESTS_DRIVER_UTIL_H */

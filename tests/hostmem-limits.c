@@ -317,5 +317,8 @@ static const struct ktap_case cases[] = {
 
 int main(int argc, char **argv)
 {
+	/* These cases are the userspace provider's (mlock, RLIMIT_MEMLOCK,
+	 * VmFlags "lo"); where haccel.ko is loaded it would pin instead. */
+	setenv("HACCEL_HOSTMEM_PROVIDER", "user", 1);
 	return KTAP_MAIN(argc, argv, cases);
 }

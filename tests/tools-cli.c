@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* haccel-ctl and haccel-bench: help, usage errors, JSON output, doctor on a fixture sysfs tree, bench stream --device without a GPU. */
+/* haccel-ctl and haccel-bench: help, usage errors, JSON output, doctor on a fixture sysfs tree, driver status/quota/clients without haccel.ko and on fixture trees, bench stream --device without a GPU. */
 #include "config.h"
 
 #include <errno.h>
@@ -191,6 +191,238 @@ static void t_ctl_doctor_driver_installed(void)
 	KTAP_EXPECT_EQ(test_rmtree(mods), 0);
 }
 
+/* These cases are about a machine without haccel.ko (the VM has it). */
+static void need_no_driver(void)
+{
+	struct stat st;
+
+	if (stat("/sys/module/haccel", &st) == 0)
+		ktap_skip("haccel.ko is loaded here: the VM tests cover it");
+}
+
+static void t_ctl_driver_usage(void)
+{
+	static const char *const bad[][8] = {
+		{ "driver", NULL },
+		{ "driver", "frob", NULL },
+		{ "driver", "status", "extra", NULL },
+		{ "driver", "status", "--client", "1G", NULL },
+		{ "driver", "clients", "x", NULL },
+		{ "driver", "quota", NULL },
+		{ "driver", "quota", "frob", NULL },
+		{ "driver", "quota", "get", "x", NULL },
+		{ "driver", "quota", "get", "-1", NULL },
+		{ "driver", "quota", "get", "00", NULL },
+		{ "driver", "quota", "get", "0", "1", NULL },
+		{ "driver", "quota", "get", "0", "--client", "1M", NULL },
+		{ "driver", "quota", "set", NULL },
+		{ "driver", "quota", "set", "0", NULL },
+		{ "driver", "quota", "set", "x", "1G", NULL },
+		{ "driver", "quota", "set", "0", "12Q", NULL },
+		{ "driver", "quota", "set", "0", "-5", NULL },
+		{ "driver", "quota", "set", "0", "1G", "2G", NULL },
+		{ "driver", "quota", "set", "0", "1G", "--client", "many", NULL },
+		{ "driver", "--bogus", NULL },
+	};
+
+	run(&r, "HACCEL_CTL", "driver", "--help", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	KTAP_EXPECT(strstr(r.out, "haccel-ctl driver quota set NODE|all BYTES|unlimited") != NULL);
+	KTAP_EXPECT(strstr(r.out, "clients") && strstr(r.out, "status"));
+	run(&r, "HACCEL_CTL", "driver", "status", "--help", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	KTAP_EXPECT(strstr(r.out, "Usage: haccel-ctl driver status") != NULL);
+	run(&r, "HACCEL_CTL", "--help", NULL);
+	KTAP_EXPECT(strstr(r.out, "driver      haccel.ko") != NULL);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		run(&r, "HACCEL_CTL", bad[i][0], bad[i][1], bad[i][2], bad[i][3], bad[i][4], bad[i][5],
+		    bad[i][6], bad[i][7]);
+		if (r.status != 2)
+			ktap_fail_at(__FILE__, __LINE__, "%s %s %s %s: exit %d, want 2 (%s)", bad[i][0],
+				     bad[i][1] ? bad[i][1] : "", bad[i][2] ? bad[i][2] : "",
+				     bad[i][3] ? bad[i][3] : "", r.status, r.err);
+		KTAP_EXPECT(r.err[0] != '\0');
+		KTAP_EXPECT_EQ(r.out[0], '\0');
+	}
+}
+
+static void t_ctl_driver_absent(void)
+{
+	json_t *j, *u;
+
+	need_no_driver();
+	run(&r, "HACCEL_CTL", "driver", "status", NULL);
+	ktap_diag("%s", r.out);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.out, "haccel.ko      not loaded: haccel.ko is not loaded (no /sys/module/haccel)") != NULL);
+	KTAP_EXPECT(strstr(r.out, "ABI            library 1.0") != NULL);
+	KTAP_EXPECT(strstr(r.out, "with mlock (provider user)") != NULL);
+	KTAP_EXPECT(strstr(r.err, "haccel.ko is not loaded") != NULL);
+	run(&r, "HACCEL_CTL", "driver", "status", "--json", NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	j = parse(&r);
+	KTAP_ASSERT(j);
+	KTAP_EXPECT(json_is_false(json_object_get(j, "loaded")));
+	KTAP_EXPECT(json_is_false(json_object_get(j, "usable")));
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(j, "status")), "ENODEV"));
+	KTAP_EXPECT(json_is_null(json_object_get(j, "render_node")));
+	u = json_object_get(j, "uapi");
+	KTAP_EXPECT(json_is_null(json_object_get(u, "driver")));
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(u, "library")), "1.0"));
+	KTAP_EXPECT(json_is_null(json_object_get(u, "compatible")));
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(j, "provider")), "user"));
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(j, "reason")),
+			    "haccel.ko is not loaded (no /sys/module/haccel)"));
+	KTAP_EXPECT_EQ(json_array_size(json_object_get(j, "nodes")), 0);
+	KTAP_EXPECT_EQ(json_array_size(json_object_get(j, "caps")), 0);
+	json_decref(j);
+	/* Forced to the driver, the library would pin nothing. */
+	setenv("HACCEL_HOSTMEM_PROVIDER", "driver", 1);
+	run(&r, "HACCEL_CTL", "driver", "status", NULL);
+	unsetenv("HACCEL_HOSTMEM_PROVIDER");
+	KTAP_EXPECT(strstr(r.out, "pinning        none: HACCEL_HOSTMEM_PROVIDER=driver") != NULL);
+
+	run(&r, "HACCEL_CTL", "driver", "quota", "get", NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "haccel-ctl: driver: cannot read its statistics and quotas: haccel.ko is not loaded") != NULL);
+	run(&r, "HACCEL_CTL", "--json", "driver", "quota", "get", "0", NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT_EQ(r.out[0], '\0');
+	run(&r, "HACCEL_CTL", "driver", "quota", "set", "0", "1G", NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "haccel.ko is not loaded") != NULL);
+	run(&r, "HACCEL_CTL", "driver", "clients", NULL);
+	ktap_diag("%s", r.err);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "haccel.ko is not loaded (no /sys/module/haccel): it has no clients to list") != NULL);
+	run(&r, "HACCEL_CTL", "driver", "clients", "--json", NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT_EQ(r.out[0], '\0');
+}
+
+/* A fixture tree: haccel.ko loaded with renderD129 (not in this /dev), and
+ * its debugfs files. */
+static void driver_fixture(const char *root)
+{
+	char link[600], target[600];
+
+	test_put(root, "devices/system/node/node0/cpulist", "0\n");
+	test_put(root, "module/haccel/initstate", "live\n");
+	test_put(root, "bus/platform/drivers/haccel/uevent", "\n");
+	test_put(root, "devices/platform/haccel.0/uevent", "\n");
+	snprintf(link, sizeof(link), "%s/devices/platform/haccel.0/driver", root);
+	snprintf(target, sizeof(target), "%s/bus/platform/drivers/haccel", root);
+	KTAP_ASSERT_EQ(symlink(target, link), 0);
+	test_put(root, "class/drm/renderD129/dev", "226:129\n");
+	snprintf(link, sizeof(link), "%s/class/drm/renderD129/device", root);
+	snprintf(target, sizeof(target), "%s/devices/platform/haccel.0", root);
+	KTAP_ASSERT_EQ(symlink(target, link), 0);
+}
+
+/* doctor and driver status report the library's one probe. */
+static void t_ctl_driver_doctor_agree(void)
+{
+	char root[] = "/tmp/haccel-sysfs-XXXXXX";
+	const char *keys[] = { "loaded", "usable", "render_node", "uapi", "caps", "provider",
+			       "reason", "status" };
+	json_t *s, *d;
+
+	if (access("/dev/dri/renderD129", F_OK) == 0)
+		ktap_skip("this machine has a /dev/dri/renderD129");
+	KTAP_ASSERT(mkdtemp(root) != NULL);
+	driver_fixture(root);
+	setenv("HACCEL_SYSFS_ROOT", root, 1);
+	run(&r, "HACCEL_CTL", "driver", "status", "--json", NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	s = parse(&r);
+	run(&r, "HACCEL_CTL", "doctor", "--json", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	d = parse(&r);
+	KTAP_ASSERT(s && d);
+	KTAP_EXPECT(json_is_true(json_object_get(s, "loaded")));
+	KTAP_EXPECT(json_is_false(json_object_get(s, "usable")));
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(s, "render_node")), "/dev/dri/renderD129"));
+	ktap_diag("%s", json_string_value(json_object_get(s, "reason")));
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+		if (!json_equal(json_object_get(s, keys[k]),
+				json_object_get(json_object_get(d, "driver"), keys[k])))
+			ktap_fail_at(__FILE__, __LINE__, "doctor and status differ on %s", keys[k]);
+	json_decref(s);
+	json_decref(d);
+	run(&r, "HACCEL_CTL", "driver", "status", NULL);
+#ifdef HAVE_LIBDRM
+	KTAP_EXPECT(strstr(r.out, "haccel.ko      loaded, not usable by this process: haccel.ko is loaded, but its render node /dev/dri/renderD129 cannot be opened") != NULL);
+#else
+	KTAP_EXPECT(strstr(r.out, "haccel.ko      loaded, not usable by this process: haccel.ko is loaded, but this libhaccel was built without libdrm") != NULL);
+#endif
+	run(&r, "HACCEL_CTL", "doctor", NULL);
+	KTAP_EXPECT(strstr(r.out, "unusable") && strstr(r.out, "render node /dev/dri/renderD129, not usable"));
+	/* Loaded per sysfs, but there is no debugfs in the tree. */
+	run(&r, "HACCEL_CTL", "driver", "clients", NULL);
+	ktap_diag("%s", r.err);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "debugfs is not mounted at ") && strstr(r.err, "/kernel/debug") &&
+		    strstr(r.err, "mount -t debugfs"));
+	unsetenv("HACCEL_SYSFS_ROOT");
+	KTAP_EXPECT_EQ(test_rmtree(root), 0);
+}
+
+/* clients parses the driver's debugfs table (a fixture copy of it). */
+static void t_ctl_driver_clients_fixture(void)
+{
+	char root[] = "/tmp/haccel-sysfs-XXXXXX";
+	json_t *j, *a, *c;
+
+	KTAP_ASSERT(mkdtemp(root) != NULL);
+	driver_fixture(root);
+	test_put(root, "kernel/debug/haccel/clients",
+		 "     pid command          state       bos           node0           node1\n"
+		 "     812 haccel-run       open          3      2147483648               0\n"
+		 "     913 my loader        closed        1            4096            8192\n");
+	setenv("HACCEL_SYSFS_ROOT", root, 1);
+	run(&r, "HACCEL_CTL", "driver", "clients", "--json", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	j = parse(&r);
+	KTAP_ASSERT(j);
+	a = json_object_get(j, "clients");
+	KTAP_ASSERT_EQ(json_array_size(a), 2);
+	c = json_array_get(a, 0);
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(c, "pid")), 812);
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(c, "command")), "haccel-run"));
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(c, "state")), "open"));
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(c, "buffers")), 3);
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(c, "bytes")), 2147483648ll);
+	c = json_array_get(a, 1);
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(c, "command")), "my loader"));
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(c, "state")), "closed"));
+	KTAP_EXPECT_EQ(json_integer_value(json_array_get(json_object_get(c, "node_bytes"), 1)), 8192);
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(c, "bytes")), 12288);
+	json_decref(j);
+	run(&r, "HACCEL_CTL", "driver", "clients", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	KTAP_EXPECT(strstr(r.out, "     812 haccel-run       open          3        2.0 GiB  2147483648 0") != NULL);
+	KTAP_EXPECT(strstr(r.out, "my loader") != NULL);
+
+	/* An empty list, then a file that is not the driver's table. */
+	test_put(root, "kernel/debug/haccel/clients",
+		 "     pid command          state       bos           node0\n");
+	run(&r, "HACCEL_CTL", "driver", "clients", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	KTAP_EXPECT(strstr(r.out, "(no clients)") != NULL);
+	test_put(root, "kernel/debug/haccel/clients", "something else\n");
+	run(&r, "HACCEL_CTL", "driver", "clients", NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "does not start with the driver's header") != NULL);
+	test_put(root, "kernel/debug/haccel/clients",
+		 "     pid command          state       bos           node0           node1\n"
+		 "     812 open 3\n");
+	run(&r, "HACCEL_CTL", "driver", "clients", NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "a client line has 3 fields, want at least 6") != NULL);
+	unsetenv("HACCEL_SYSFS_ROOT");
+	KTAP_EXPECT_EQ(test_rmtree(root), 0);
+}
+
 static void t_bench_pools_quick(void)
 {
 	json_t *j, *af, *ck;
@@ -285,6 +517,10 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_ctl_doctor_this_node),
 	KTAP_CASE(t_ctl_doctor_fixture_sysfs),
 	KTAP_CASE(t_ctl_doctor_driver_installed),
+	KTAP_CASE(t_ctl_driver_usage),
+	KTAP_CASE(t_ctl_driver_absent),
+	KTAP_CASE(t_ctl_driver_doctor_agree),
+	KTAP_CASE(t_ctl_driver_clients_fixture),
 	KTAP_CASE_TIMEOUT(t_bench_pools_quick, 120),
 	KTAP_CASE(t_bench_usage_errors),
 	KTAP_CASE(t_bench_stream_device),

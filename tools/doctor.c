@@ -20,6 +20,7 @@
 
 #include "common.h"
 #include "doctor.h"
+#include "driver.h"
 #include "haccel.h"
 
 static const char *sysfs_root(void)
@@ -363,42 +364,18 @@ static json_t *driver_installed(void)
 	return found;
 }
 
+/*
+ * The library's own probe (tools/driver.c, the one `haccel-ctl driver
+ * status` prints and that picks the pinning provider), plus whether the
+ * module is installed for the running kernel when it is not loaded.
+ */
 static json_t *probe_driver(void)
 {
-	json_t *o = json_object();
-	char path[512], link[512], buf[64];
-	struct dirent *d;
-	DIR *dir;
-	int loaded = read_sys("module/haccel/initstate", buf, sizeof(buf)) > 0;
+	json_t *o = driver_probe_json();
 
-	json_object_set_new(o, "loaded", json_boolean(loaded));
+	if (!o)
+		o = json_object();
 	json_object_set_new(o, "installed", driver_installed());
-	json_object_set_new(o, "render_node", json_null());
-	snprintf(path, sizeof(path), "%s/class/drm", sysfs_root());
-	dir = opendir(path);
-	if (!dir)
-		return o;
-	while ((d = readdir(dir))) {
-		ssize_t n;
-		const char *base;
-
-		if (strncmp(d->d_name, "renderD", 7))
-			continue;
-		snprintf(path, sizeof(path), "%s/class/drm/%s/device/driver",
-			 sysfs_root(), d->d_name);
-		n = readlink(path, link, sizeof(link) - 1);
-		if (n <= 0)
-			continue;
-		link[n] = '\0';
-		base = strrchr(link, '/');
-		base = base ? base + 1 : link;
-		if (!strcmp(base, "haccel")) {
-			snprintf(path, sizeof(path), "/dev/dri/%s", d->d_name);
-			json_object_set_new(o, "render_node", json_string(path));
-			break;
-		}
-	}
-	closedir(dir);
 	return o;
 }
 
@@ -533,14 +510,22 @@ void doctor_print(const json_t *r)
 	}
 
 	s = json_object_get(r, "driver");
-	if (json_is_true(json_object_get(s, "loaded")))
-		snprintf(d, sizeof(d), "haccel.ko loaded, render node %s",
-			 str_or(json_object_get(s, "render_node"), "not found"));
+	v = json_object_get(s, "uapi");
+	if (json_is_true(json_object_get(s, "usable")))
+		snprintf(d, sizeof(d), "haccel.ko loaded, render node %s, ABI %s (library %s): pinned memory is brokered node-wide",
+			 str_or(json_object_get(s, "render_node"), "?"),
+			 str_or(json_object_get(v, "driver"), "?"),
+			 str_or(json_object_get(v, "library"), "?"));
+	else if (json_is_true(json_object_get(s, "loaded")))
+		snprintf(d, sizeof(d), "haccel.ko loaded, render node %s, not usable: %s",
+			 str_or(json_object_get(s, "render_node"), "not found"),
+			 str_or(json_object_get(s, "reason"), "?"));
 	else if (json_is_string(json_object_get(s, "installed")))
 		snprintf(d, sizeof(d), "haccel.ko installed (%s) but not loaded (modprobe haccel): pinned memory is managed per process",
 			 json_string_value(json_object_get(s, "installed")));
 	else
 		snprintf(d, sizeof(d), "haccel.ko not installed: pinned memory is managed per process");
-	line("driver", json_is_true(json_object_get(s, "loaded")) ? "ok" :
+	line("driver", json_is_true(json_object_get(s, "usable")) ? "ok" :
+		       json_is_true(json_object_get(s, "loaded")) ? "unusable" :
 		       json_is_string(json_object_get(s, "installed")) ? "installed" : "absent", d);
 }

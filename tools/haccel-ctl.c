@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* haccel-ctl: administer a haccel node (version, doctor, weights, model; later: driver). */
+/* haccel-ctl: administer a haccel node (version, doctor, weights, model, driver). */
 #include "config.h"
 
 #include <getopt.h>
@@ -8,6 +8,7 @@
 
 #include "common.h"
 #include "doctor.h"
+#include "driver.h"
 #include "haccel.h"
 #include "model.h"
 #include "weights.h"
@@ -25,6 +26,8 @@ static void usage(FILE *f)
 		"              (haccel-ctl weights --help)\n"
 		"  model       write a preset's config and seeded random weights\n"
 		"              (haccel-ctl model --help)\n"
+		"  driver      haccel.ko: status, quotas, clients\n"
+		"              (haccel-ctl driver --help)\n"
 		"  help        print this help\n"
 		"\n"
 		"Options:\n"
@@ -33,7 +36,9 @@ static void usage(FILE *f)
 		"  -V, --version  same as the version command\n"
 		"\n"
 		"Environment:\n"
-		"  HACCEL_SYSFS_ROOT  read sysfs under this directory instead of /sys\n"
+		"  HACCEL_SYSFS_ROOT  read sysfs (and debugfs, kernel/debug) under this\n"
+		"                     directory instead of /sys\n"
+		"  HACCEL_HOSTMEM_PROVIDER  auto, driver or user: who pins host memory\n"
 		"\n"
 		"Exit status: 0 success, 1 failure, 2 usage error. See haccel-ctl(1).\n");
 }
@@ -89,6 +94,8 @@ int main(int argc, char **argv)
 			return weights_main(argc, argv);
 		if (!strcmp(argv[i], "model"))
 			return model_main(argc, argv);
+		if (!strcmp(argv[i], "driver"))
+			return driver_main(argc, argv);
 		break;
 	}
 	/* Options may come before or after the command. */

@@ -11,6 +11,7 @@
 
 struct haccel_hostmem_stats;
 struct haccel__cuda;
+struct haccel__driver;
 struct haccel__gpu;
 
 struct haccel_ctx {
@@ -27,6 +28,10 @@ struct haccel_ctx {
 	uint64_t n_errors;           /* haccel__fail() calls: tells a caller
 				      * whether a callee stored its own message */
 	struct haccel_hostmem_stats *hostmem_stats; /* owned, see hostmem.c */
+	/* Which provider pins host memory (haccel.ko or mlock) and the
+	 * driver's file: owned, made with hostmem_stats; its own lock
+	 * serialises the one-time probe (see hostmem/driver.c). */
+	struct haccel__driver *driver;
 	struct haccel__cuda *cuda;   /* loaded on first use, see gpu/cuda.c */
 	struct haccel__gpu *gpu;     /* module and streams, see gpu/module.c */
 	struct haccel__nccl *nccl;   /* loaded on first use, see gpu/comm.c */

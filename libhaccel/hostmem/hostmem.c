@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * Pinned host staging memory: anonymous memory mapped, bound to a NUMA
- * node, faulted in, checked and locked, in that order, each step failing
- * with a message that names the limit and how to raise it.
+ * node, faulted in, checked and pinned, in that order, each step failing
+ * with a message that names the limit and how to raise it. Pinning is
+ * mlock() (the "user" provider) or, where haccel.ko is loaded and
+ * compatible, a long-term pin by the driver (the "driver" provider,
+ * driver.c), which charges the pages to node-wide quotas.
  *
  * Why this order:
  *  - mbind() comes before any page exists: a binding only steers future
@@ -50,6 +53,7 @@
 
 #include "core/log.h"
 #include "core/util.h"
+#include "driver.h"
 #include "hostmem.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -89,6 +93,8 @@ struct haccel_hostmem {
 	int32_t node;                /* bound and checked node, or -1 */
 	uint32_t pinned;
 	uint32_t huge;               /* enum haccel_huge_kind */
+	uint32_t provider;           /* enum haccel_hostmem_provider */
+	struct haccel__pins pins;    /* the driver's handles (provider DRIVER) */
 };
 
 /* What alloc found out along the way; lives for one call. */
@@ -608,14 +614,62 @@ static int sys_munlock(const void *addr, size_t len)
 	return (int)syscall(SYS_munlock, addr, len);
 }
 
+/*
+ * Pin through haccel.ko. A refusal never turns into an mlock(): that would
+ * pin behind the node-wide quota's back, which is what the driver is for.
+ * The caller's fallbacks apply instead: a page off the node (STRICT_NODE)
+ * with ALLOW_UNPLACED pins again without the check; any refusal with
+ * ALLOW_UNPINNED leaves the buffer unpinned.
+ */
+static int pin_driver(struct haccel_ctx *ctx, struct hostmem_plan *pl,
+		      struct haccel_hostmem *m)
+{
+	int node = pl->bound ? pl->p.node : HACCEL_NODE_ANY;
+	bool strict = node >= 0 && haccel__driver_strict_node(ctx);
+	char why[1024];
+	int ret;
+
+	ret = haccel__driver_pin(ctx, m->ptr, m->mapped_bytes, node, strict, &m->pins, why,
+				 sizeof(why));
+	if (ret == -EXDEV) {
+		if (!(pl->p.flags & HACCEL_HOSTMEM_ALLOW_UNPLACED))
+			/* -ENOMEM, as for a page the sampled check finds elsewhere. */
+			return haccel__fail(ctx, -ENOMEM,
+					    "hostmem: %s: the binding did not hold (cpuset change?); pass HACCEL_HOSTMEM_ALLOW_UNPLACED to accept it",
+					    why);
+		haccel__warn(ctx, "hostmem: %s; continuing unplaced (HACCEL_HOSTMEM_ALLOW_UNPLACED)", why);
+		pl->fell_unplaced = true;
+		pl->bound = false;
+		ret = haccel__driver_pin(ctx, m->ptr, m->mapped_bytes, HACCEL_NODE_ANY, false,
+					 &m->pins, why, sizeof(why));
+	}
+	if (ret == 0) {
+		m->pinned = 1;
+		m->provider = HACCEL_HOSTMEM_PROVIDER_DRIVER;
+		return 0;
+	}
+	if (pl->p.flags & HACCEL_HOSTMEM_ALLOW_UNPINNED) {
+		haccel__warn(ctx, "hostmem: %s; continuing unpinned (HACCEL_HOSTMEM_ALLOW_UNPINNED)", why);
+		pl->fell_unpinned = true;
+		return 0;
+	}
+	return haccel__fail(ctx, ret, "hostmem: %s", why);
+}
+
 static int lock(struct haccel_ctx *ctx, struct hostmem_plan *pl,
 		struct haccel_hostmem *m)
 {
 	char why[768];
 	int e, status;
 
+	status = haccel__driver_provider(ctx, why, sizeof(why));
+	if (status < 0)
+		return haccel__fail(ctx, status, "hostmem: %s", why);
+	if (status == HACCEL_HOSTMEM_PROVIDER_DRIVER)
+		return pin_driver(ctx, pl, m);
 	if (sys_mlock(m->ptr, (size_t)m->mapped_bytes) == 0) {
 		m->pinned = 1;
+		m->provider = HACCEL_HOSTMEM_PROVIDER_USER;
 		return 0;
 	}
 	e = errno;
@@ -652,10 +706,13 @@ static void stats_add(struct haccel_ctx *ctx, const struct haccel_hostmem *m,
 		      const struct hostmem_plan *pl)
 {
 	struct haccel_hostmem_stats *s = ctx->hostmem_stats;
+	struct haccel__provider_counts *c = haccel__driver_counts(ctx);
 
 	pthread_mutex_lock(&ctx->lock);
 	*stats_bucket(s, m) += m->mapped_bytes;
 	s->buffers++;
+	c->bytes[m->provider] += m->mapped_bytes;
+	c->buffers[m->provider]++;
 	s->fallbacks_unpinned += pl->fell_unpinned;
 	s->fallbacks_unplaced += pl->fell_unplaced;
 	pthread_mutex_unlock(&ctx->lock);
@@ -664,10 +721,13 @@ static void stats_add(struct haccel_ctx *ctx, const struct haccel_hostmem *m,
 static void stats_sub(struct haccel_ctx *ctx, const struct haccel_hostmem *m)
 {
 	struct haccel_hostmem_stats *s = ctx->hostmem_stats;
+	struct haccel__provider_counts *c = haccel__driver_counts(ctx);
 
 	pthread_mutex_lock(&ctx->lock);
 	*stats_bucket(s, m) -= m->mapped_bytes;
 	s->buffers--;
+	c->bytes[m->provider] -= m->mapped_bytes;
+	c->buffers[m->provider]--;
 	pthread_mutex_unlock(&ctx->lock);
 }
 
@@ -722,7 +782,8 @@ int haccel_hostmem_alloc(struct haccel_ctx *ctx,
 	haccel__dbg(ctx, "hostmem: %llu bytes (%llu mapped, %llu-byte pages) at %p, node %d, %s",
 		    (unsigned long long)m->bytes, (unsigned long long)m->mapped_bytes,
 		    (unsigned long long)m->page_size, m->ptr, m->node,
-		    m->pinned ? "pinned" : "unpinned");
+		    m->provider == HACCEL_HOSTMEM_PROVIDER_DRIVER ? "pinned by haccel.ko" :
+		    m->pinned ? "locked" : "unpinned");
 	*out = m;
 	return 0;
 
@@ -737,7 +798,8 @@ void haccel_hostmem_free(struct haccel_hostmem *m)
 {
 	if (!m)
 		return;
-	/* munmap also unlocks: no separate munlock. */
+	/* Closing the handles unpins; munmap unlocks an mlock'ed buffer. */
+	haccel__driver_unpin(m->ctx, &m->pins);
 	if (munmap(m->ptr, (size_t)m->mapped_bytes))
 		haccel__err(m->ctx, "hostmem: munmap of %llu bytes at %p failed: %s",
 			    (unsigned long long)m->mapped_bytes, m->ptr, strerror(errno));
@@ -759,4 +821,9 @@ int haccel_hostmem_info(const struct haccel_hostmem *m,
 	out->pinned = m->pinned;
 	out->huge = m->huge;
 	return 0;
+}
+
+int haccel_hostmem_provider(const struct haccel_hostmem *m)
+{
+	return m ? (int)m->provider : -EINVAL;
 }

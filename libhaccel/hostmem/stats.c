@@ -7,16 +7,27 @@
 #include <string.h>
 
 #include "core/ctx.h"
+#include "driver.h"
 #include "hostmem.h"
 
 int haccel__hostmem_ctx_init(struct haccel_ctx *ctx)
 {
+	int ret;
+
 	ctx->hostmem_stats = calloc(1, sizeof(*ctx->hostmem_stats));
-	return ctx->hostmem_stats ? 0 : -ENOMEM;
+	if (!ctx->hostmem_stats)
+		return -ENOMEM;
+	ret = haccel__driver_ctx_init(ctx);
+	if (ret) {
+		free(ctx->hostmem_stats);
+		ctx->hostmem_stats = NULL;
+	}
+	return ret;
 }
 
 void haccel__hostmem_ctx_fini(struct haccel_ctx *ctx)
 {
+	haccel__driver_ctx_fini(ctx);
 	free(ctx->hostmem_stats);
 	ctx->hostmem_stats = NULL;
 }

@@ -76,7 +76,8 @@ HACCEL_API const char *haccel_version_string(void);
 	X(ENOTSUP, "operation not supported")                                 \
 	X(ETIMEDOUT, "timed out")                                             \
 	X(EDQUOT, "quota exceeded")                                           \
-	X(ECANCELED, "operation canceled")
+	X(ECANCELED, "operation canceled")                                    \
+	X(EPROTO, "incompatible interface version")
 
 enum haccel_status {
 	HACCEL_OK = 0,
@@ -663,11 +664,23 @@ HACCEL_API void haccel_hostmem_params_init(struct haccel_hostmem_params *p);
  * -EPERM (locking refused by RLIMIT_MEMLOCK, or binding refused by a
  * policy), -ENODEV (no such node), -EINTR. The byte counters of
  * haccel_hostmem_stats() count mapped_bytes.
+ *
+ * Where haccel.ko pins the buffer instead of mlock (see
+ * haccel_hostmem_provider()), also -EDQUOT (a node-wide or per-client quota
+ * of the driver; the message names the node, the limit and the usage),
+ * -EFAULT (the driver cannot pin the range), and with
+ * HACCEL_HOSTMEM_PROVIDER=driver the status of haccel_driver_info() when
+ * the driver cannot be used. HACCEL_HOSTMEM_ALLOW_UNPINNED turns a refused
+ * pin into an unpinned buffer, never into an mlock behind the quota's back.
  */
 HACCEL_API int haccel_hostmem_alloc(struct haccel_ctx *ctx,
 				    const struct haccel_hostmem_params *p,
 				    struct haccel_hostmem **out);
-/* Unlock, unmap and forget the buffer. NULL is ignored. */
+/*
+ * Unpin (close the buffer's haccel.ko handles, or unlock), unmap and forget
+ * the buffer. NULL is ignored. In a forked child, freeing an inherited
+ * buffer leaves the parent's pin in place (as it does with mlock).
+ */
 HACCEL_API void haccel_hostmem_free(struct haccel_hostmem *m);
 
 enum haccel_huge_kind {
@@ -705,6 +718,130 @@ struct haccel_hostmem_stats {
 /* The context's host memory counters. Returns 0 or -EINVAL. */
 HACCEL_API int haccel_hostmem_stats(struct haccel_ctx *ctx,
 				    struct haccel_hostmem_stats *out);
+
+/*
+ * Who pins a buffer (docs/hostmem.md, "Providers"). A context picks its
+ * provider once, at its first allocation (or haccel_driver_info() or
+ * haccel_hostmem_provider_stats() call): haccel.ko when it is loaded, its
+ * render node can be opened and its ABI version is compatible, else mlock.
+ * HACCEL_HOSTMEM_PROVIDER=auto|driver|user in the environment overrides the
+ * choice ("driver": fail rather than fall back to mlock).
+ */
+enum haccel_hostmem_provider {
+	HACCEL_HOSTMEM_PROVIDER_NONE = 0,   /* not pinned (HACCEL_HOSTMEM_ALLOW_UNPINNED) */
+	HACCEL_HOSTMEM_PROVIDER_USER = 1,   /* mlock(2): RLIMIT_MEMLOCK applies */
+	HACCEL_HOSTMEM_PROVIDER_DRIVER = 2, /* pinned by haccel.ko: node-wide quotas apply */
+};
+
+/* The provider that pinned m (enum haccel_hostmem_provider), or -EINVAL. */
+HACCEL_API int haccel_hostmem_provider(const struct haccel_hostmem *m);
+
+struct haccel_hostmem_provider_stats {
+	uint32_t size;            /* in: sizeof(struct haccel_hostmem_provider_stats) */
+	uint32_t provider;        /* what new buffers get: USER, DRIVER, or NONE
+				   * when HACCEL_HOSTMEM_PROVIDER=driver and the
+				   * driver cannot be used (allocations fail) */
+	uint64_t bytes_driver;    /* mapped bytes of live buffers pinned by haccel.ko */
+	uint64_t bytes_user;      /* ... locked with mlock */
+	uint64_t buffers_driver;  /* live buffers pinned by haccel.ko */
+	uint64_t buffers_user;    /* live buffers locked with mlock */
+	uint64_t driver_pins;     /* PIN calls the driver accepted, ever */
+	uint64_t driver_refusals; /* PIN calls it refused (quota, node), ever */
+};
+
+/*
+ * The context's counters by provider (a buffer's bytes are also in
+ * haccel_hostmem_stats() by node). out->size must be set; the library
+ * writes that much at most. Picks the provider if none was picked yet.
+ * Returns 0 or -EINVAL.
+ */
+HACCEL_API int haccel_hostmem_provider_stats(struct haccel_ctx *ctx,
+					     struct haccel_hostmem_provider_stats *out);
+
+/* ------------------------------------------------------------------------ */
+/* haccel.ko, the pinned host memory broker (docs/driver.md)                */
+
+/* Capability bits of haccel_driver_info.caps (HACCEL_CAP_* of uapi/haccel_drm.h). */
+#define HACCEL_DRIVER_CAP_PIN_STRICT_NODE (1ull << 0)
+#define HACCEL_DRIVER_CAP_PRIME_EXPORT (1ull << 1)
+#define HACCEL_DRIVER_CAP_PRIME_MMAP (1ull << 2)
+#define HACCEL_DRIVER_CAP_CLIENT_QUOTA (1ull << 3)
+/* A quota limit meaning "no limit". */
+#define HACCEL_DRIVER_UNLIMITED UINT64_MAX
+/* ABI versions below are (major << 16) | minor, as in uapi/haccel_drm.h. */
+#define HACCEL_DRIVER_VERSION_MAJOR(v) ((uint32_t)(v) >> 16)
+#define HACCEL_DRIVER_VERSION_MINOR(v) ((uint32_t)(v) & 0xffff)
+
+struct haccel_driver_info {
+	uint32_t size;             /* in: sizeof(struct haccel_driver_info) */
+	uint32_t loaded;           /* 1: haccel.ko is loaded (sysfs module/haccel,
+				    * or its render node answered) */
+	uint32_t usable;           /* 1: opened and compatible: the context can
+				    * pin through it */
+	uint32_t compatible;       /* 1: the versions agree (when uapi_version
+				    * is known) */
+	uint32_t uapi_version;     /* the driver's ABI version; 0: unknown */
+	uint32_t uapi_min_version; /* the oldest userspace ABI it serves; 0: unknown */
+	uint32_t lib_uapi_version; /* the ABI version this library speaks */
+	uint32_t num_nodes;        /* node ids the driver counts: 0 .. num_nodes - 1 */
+	uint64_t caps;             /* HACCEL_DRIVER_CAP_* */
+	uint64_t page_size;        /* pin granularity */
+	uint64_t max_pin_bytes;    /* largest single pin */
+	char render_node[64];      /* "/dev/dri/renderD128", or "" when none */
+	char reason[512];          /* why it is not usable, or "" */
+};
+
+/*
+ * Probe haccel.ko for this context (once: the result is kept until
+ * haccel_close()): loaded or not (sysfs under $HACCEL_SYSFS_ROOT), its
+ * render node (found through libdrm by the driver name "haccel"), its ABI
+ * version against this library's (same major, and the driver's minimum
+ * userspace version at most ours), capabilities and limits. out->size
+ * must be set. Returns 0 (usable), -ENODEV (not loaded, or no render
+ * node), -EACCES (its render node cannot be opened: group render),
+ * -EPROTO (incompatible version), -ENOTSUP (libhaccel built without
+ * libdrm), -EINVAL; out->reason says why in each failure case.
+ */
+HACCEL_API int haccel_driver_info(struct haccel_ctx *ctx, struct haccel_driver_info *out);
+
+/* One node as the driver sees it (haccel_driver_stats()). */
+struct haccel_driver_node {
+	uint32_t node;
+	uint32_t online;          /* 0: offline, no quota (the limits read 0) */
+	uint64_t pinned_bytes;    /* pinned on the node by every client */
+	uint64_t client_bytes;    /* ... charged to this context */
+	uint64_t node_limit;      /* all clients together, or HACCEL_DRIVER_UNLIMITED */
+	uint64_t client_limit;    /* one client (open file), or HACCEL_DRIVER_UNLIMITED */
+};
+
+struct haccel_driver_stats {
+	uint32_t size;            /* in: sizeof(struct haccel_driver_stats) */
+	uint32_t num_nodes;       /* as in haccel_driver_info */
+	uint64_t pinned_bytes;    /* all nodes, every client */
+	uint64_t client_bytes;    /* all nodes, this context */
+	uint64_t buffers;         /* live buffers, every client */
+	uint64_t client_buffers;  /* live buffers of this context */
+};
+
+/*
+ * The driver's node-wide and this context's pinned memory (one snapshot),
+ * and each node's limits. Fills min(max_nodes, num_nodes) entries of nodes
+ * (NULL when max_nodes is 0) and returns num_nodes, like snprintf; or the
+ * status of haccel_driver_info() when the driver cannot be used, -EINVAL,
+ * -ENOMEM, or another -errno from the driver.
+ */
+HACCEL_API int haccel_driver_stats(struct haccel_ctx *ctx, struct haccel_driver_stats *out,
+				   struct haccel_driver_node *nodes, uint32_t max_nodes);
+
+/*
+ * Set a node's limits (HACCEL_NODE_ANY: every online node), effective for
+ * the next pin; lowering one below usage unpins nothing. Needs
+ * CAP_SYS_ADMIN. Returns 0, -EPERM (no CAP_SYS_ADMIN), -EINVAL (node not
+ * online), the status of haccel_driver_info() when the driver cannot be
+ * used, or another -errno; haccel_last_error() says which.
+ */
+HACCEL_API int haccel_driver_quota_set(struct haccel_ctx *ctx, int32_t node,
+				       uint64_t node_limit, uint64_t client_limit);
 
 /* ------------------------------------------------------------------------ */
 /* Weights: safetensors checkpoints                                         */

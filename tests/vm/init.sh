@@ -32,6 +32,8 @@ mount -t ext2 -o ro /dev/vda /mnt/data || echo "# mounting the data disk failed"
 export HACCEL_VM_GUEST=1
 export HACCEL_MODULE=/modules/haccel.ko
 export HACCEL_VM_DATA=/mnt/data/weights.bin
+export HACCEL_VM_CHECKPOINT=/mnt/data/model.safetensors
+[ -x /tests/haccel-ctl ] && export HACCEL_CTL=/tests/haccel-ctl
 [ -f /tests/seed ] && export HACCEL_TEST_SEED=$(cat /tests/seed)
 cd /tmp
 for t in $(cat /tests/order); do

@@ -10,8 +10,11 @@
 # apt-get download, and only the vmlinux (taken out of the bzImage, booted
 # through qemu's PVH entry) and the modules the guest needs are unpacked
 # into a cache. The guest is a busybox initramfs with the DRM core, the
-# disk drivers, haccel.ko and the static test binaries (tests/driver-*.c),
-# on two NUMA nodes, with a small ext2 disk for the O_DIRECT reads. Each
+# disk drivers, haccel.ko and the static test binaries (tests/driver-*.c;
+# tests/driver-lib-*.c link the build tree's libhaccel and a static
+# haccel-ctl comes along for them), on two NUMA nodes, with a small ext2
+# disk for the O_DIRECT reads (a pattern file and a safetensors
+# checkpoint). Each
 # guest case is relayed as one result; a BUG:, WARNING: or Oops in the
 # guest's kernel log, or a guest that does not finish in time, fails.
 # What cannot be had (driver not configured, a package missing, no network
@@ -83,30 +86,89 @@ vmdir=$builddir/tests/vm
 bindir=$vmdir/bin
 mkdir -p "$bindir" || skip_all "cannot create $bindir"
 
+# The library tests (and the haccel-ctl they run) link the build tree's
+# libhaccel statically, with the static archives of its dependencies; what
+# is missing makes them one skip with the reason, the driver tests still run.
+libdir_sys=/usr/lib/$($cc -print-multiarch 2>/dev/null)
+core_a=$builddir/libhaccel/.libs/libhaccel-core.a
+lib_archives=()
+lib_skip=
+if ! grep -q '^#define HAVE_LIBDRM 1' "$builddir/config.h"; then
+	lib_skip="libhaccel was built without libdrm: it has no haccel.ko provider to test"
+fi
+for a in libdrm:libdrm-dev libjansson:libjansson-dev libxxhash:libxxhash-dev libnuma:libnuma-dev; do
+	[ -n "$lib_skip" ] && break
+	if [ -f "$libdir_sys/${a%%:*}.a" ]; then
+		lib_archives+=("$libdir_sys/${a%%:*}.a")
+	else
+		lib_skip="no $libdir_sys/${a%%:*}.a for the static guest binaries: install ${a#*:}"
+	fi
+done
+if [ -n "$lib_skip" ]; then
+	kept=()
+	for t in "${tests[@]}"; do
+		case $t in driver-lib-*) ;; *) kept+=("$t") ;; esac
+	done
+	tests=("${kept[@]}")
+fi
+
 # Static guest binaries, rebuilt when a source is newer.
 deps=("$srcdir/tests/ktap.c" "$srcdir/tests/ktap.h" "$srcdir/tests/driver-util.h"
 	"$srcdir/uapi/haccel_drm.h" "$builddir/config.h")
+lib_deps=("$core_a" "$srcdir/libhaccel/include/haccel.h" "$srcdir/tests/st-writer.h"
+	"$srcdir/tests/test-util.h")
+# stale BIN SOURCE...: BIN is missing or older than a source.
+stale() {
+	local bin=$1 d
+	shift
+	[ -x "$bin" ] || return 0
+	for d in "$@"; do
+		[ "$d" -nt "$bin" ] && return 0
+	done
+	return 1
+}
 build_failed=
 for t in "${tests[@]}"; do
 	bin=$bindir/$t
-	stale=
-	[ -x "$bin" ] || stale=1
-	for d in "$srcdir/tests/$t.c" "${deps[@]}"; do
-		[ "$d" -nt "$bin" ] && stale=1
-	done
-	[ -z "$stale" ] && continue
+	extra=()
+	case $t in driver-lib-*)
+		extra=(-I"$srcdir/libhaccel/include" -I"$srcdir/libhaccel"
+			"$core_a" "${lib_archives[@]}" -ldl -lm) ;;
+	esac
+	if [ ${#extra[@]} -gt 0 ]; then
+		stale "$bin" "$srcdir/tests/$t.c" "${deps[@]}" "${lib_deps[@]}" || continue
+	else
+		stale "$bin" "$srcdir/tests/$t.c" "${deps[@]}" || continue
+	fi
+	# The archives go after the sources that use them, uring's last.
 	# shellcheck disable=SC2086
 	if ! $cc -static -O2 -g -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
 		-pthread -I"$builddir" -I"$srcdir/tests" -I"$srcdir/uapi" $drm_cflags \
-		-o "$bin" "$srcdir/tests/$t.c" "$srcdir/tests/ktap.c" "$uring_a" \
+		-o "$bin" "$srcdir/tests/$t.c" "$srcdir/tests/ktap.c" "${extra[@]}" "$uring_a" \
 		>"$bin.log" 2>&1; then
 		build_failed="$build_failed $t"
 		rm -f "$bin"
 	fi
 done
+# haccel-ctl for the guest, from the same sources and library as the host's.
+ctl_bin=$bindir/haccel-ctl
+if [ -z "$lib_skip" ]; then
+	ctl_src=("$srcdir"/tools/haccel-ctl.c "$srcdir"/tools/doctor.c "$srcdir"/tools/driver.c
+		"$srcdir"/tools/model.c "$srcdir"/tools/weights.c "$srcdir"/tools/common.c)
+	if stale "$ctl_bin" "${ctl_src[@]}" "$srcdir"/tools/*.h "${lib_deps[@]}" "$builddir/config.h"; then
+		# shellcheck disable=SC2046,SC2086
+		if ! $cc -static -O2 -g -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
+			-pthread -I"$builddir" -I"$srcdir/tools" -I"$srcdir/libhaccel/include" \
+			$(pkg-config --cflags jansson 2>/dev/null) -o "$ctl_bin" "${ctl_src[@]}" \
+			"$core_a" "${lib_archives[@]}" "$uring_a" -ldl -lm >"$ctl_bin.log" 2>&1; then
+			build_failed="$build_failed haccel-ctl"
+			rm -f "$ctl_bin"
+		fi
+	fi
+fi
 if [ -n "$build_failed" ]; then
 	echo "1..1"
-	for t in $build_failed; do sed "s|^|# $t: |" "$bindir/$t.log" | head -n 30; done
+	for t in $build_failed; do sed "s|^|# $t: |" "$bindir/$t.log" | grep -v 'statically linked applications' | head -n 30; done
 	echo "not ok 1 vm: static guest test binaries build"
 	exit 1
 fi
@@ -120,7 +182,11 @@ planned=$vmdir/planned
 	done
 	echo "vm: guest runs every test and powers off within ${timeout_s} s"
 	echo "vm: guest kernel log has no BUG, WARNING or Oops"
+	[ -n "$lib_skip" ] && echo "vm: library and haccel-ctl tests (tests/driver-lib-*.c)"
 } >"$planned"
+# Lines of the plan that are not relayed guest cases.
+fixed_lines=4
+[ -n "$lib_skip" ] && fixed_lines=5
 echo "1..$(wc -l <"$planned")"
 
 # --- what is needed -----------------------------------------------------------
@@ -285,17 +351,23 @@ chmod 755 "$root/init"
 cp "$kcache"/modules/*.ko "$kcache/modules/order" "$root/modules/"
 cp "$module" "$root/modules/haccel.ko"
 for t in "${tests[@]}"; do cp "$bindir/$t" "$root/tests/"; done
+[ -z "$lib_skip" ] && cp "$ctl_bin" "$root/tests/haccel-ctl"
 printf '%s\n' "${tests[@]}" >"$root/tests/order"
 [ -n "${HACCEL_TEST_SEED:-}" ] && echo "$HACCEL_TEST_SEED" >"$root/tests/seed"
 (cd "$root" && find . | if command -v cpio >/dev/null; then cpio -o -H newc --quiet; else
 	"$busybox" cpio -o -H newc 2>/dev/null; fi) >"$work/initrd.cpio"
 
-# The O_DIRECT data disk: an ext2 image holding the pattern file.
+# The O_DIRECT data disk: an ext2 image holding the pattern file and (for
+# the library's loader) a safetensors checkpoint, written by the binaries
+# that read them.
 disk=$vmdir/data.img
-if [ ! -f "$disk" ] || [ "$bindir/driver-uring" -nt "$disk" ]; then
+if [ ! -f "$disk" ] || [ "$bindir/driver-uring" -nt "$disk" ] ||
+	{ [ -x "$bindir/driver-lib-load" ] && [ "$bindir/driver-lib-load" -nt "$disk" ]; }; then
 	mkdir -p "$work/disk"
 	"$bindir/driver-uring" --write-pattern "$work/disk/weights.bin" $((8 << 20)) &&
-		mke2fs -q -F -t ext2 -b 4096 -d "$work/disk" "$disk.tmp" 16M >"$work/mke2fs.log" 2>&1 &&
+		{ [ ! -x "$bindir/driver-lib-load" ] ||
+			"$bindir/driver-lib-load" --write-checkpoint "$work/disk/model.safetensors"; } &&
+		mke2fs -q -F -t ext2 -b 4096 -d "$work/disk" "$disk.tmp" 32M >"$work/mke2fs.log" 2>&1 &&
 		mv "$disk.tmp" "$disk" || { sed 's/^/# /' "$work/mke2fs.log"; rm -f "$disk.tmp"; }
 fi
 
@@ -334,7 +406,7 @@ fi
 
 # Relay each binary's cases, renumbered, in the planned order; a case the
 # guest never reported (a crash, a hang, a guest that died) fails.
-awk -v first=$((ok_n + 1)) -v ncases=$(($(wc -l <"$planned") - 4)) '
+awk -v first=$((ok_n + 1)) -v ncases=$(($(wc -l <"$planned") - fixed_lines)) '
 	FNR == NR {
 		if (FNR > 2 && FNR <= 2 + ncases) { order[FNR - 2] = $0 }
 		next
@@ -364,7 +436,7 @@ awk -v first=$((ok_n + 1)) -v ncases=$(($(wc -l <"$planned") - 4)) '
 		}
 	}
 ' "$planned" "$work/guest.txt"
-ok_n=$((ok_n + $(wc -l <"$planned") - 4))
+ok_n=$((ok_n + $(wc -l <"$planned") - fixed_lines))
 
 if grep -q '^HACCEL-VM: done' "$work/guest.txt" && [ $qemu_rc -eq 0 ]; then
 	result OK "vm: guest runs every test and powers off within ${timeout_s} s"
@@ -386,6 +458,7 @@ else
 	result FAIL "vm: guest kernel log has no BUG, WARNING or Oops" "${badl[@]}" \
 		"$(grep -E -A 25 'BUG:|WARNING:|Oops' "$work/dmesg.txt" "$work/console.txt" | head -n 60)"
 fi
+[ -n "$lib_skip" ] && { ok_n=$((ok_n + 1)); echo "ok $ok_n vm: library and haccel-ctl tests (tests/driver-lib-*.c) # SKIP $lib_skip"; }
 echo "# total $(($(date +%s) - start)) s"
 [ "${HACCEL_VM_KEEP:-0}" = 1 ] && echo "# work directory kept: $work"
 exit 0
