@@ -20,7 +20,7 @@ cd "$(dirname "$0")"
 PKGS=(build-essential autoconf automake libtool pkg-config libjansson-dev
 	libxxhash-dev liburing-dev libnuma-dev xz-utils valgrind
 	clang libclang-rt-14-dev llvm
-	linux-headers-amd64 libdrm-dev qemu-system-x86 busybox-static e2fsprogs)
+	linux-headers-amd64 libdrm-dev qemu-system-x86 busybox-static e2fsprogs sparse)
 JOBS=$(nproc 2>/dev/null || echo 2)
 
 say() { printf '\n==> %s\n' "$*"; }

@@ -71,4 +71,10 @@ static const struct file_operations f = { .fop_flags = FOP_UNSIGNED_OFFSET };
 const void *hac_probe(void);
 const void *hac_probe(void) { return &f; }'
 
+# Up to 6.4 pin_user_pages() also returns the VMAs of the pages.
+probe HAC_HAVE_PIN_USER_PAGES_VMAS "pin_user_pages() with a vmas argument" '
+#include <linux/mm.h>
+long hac_probe(struct page **pages);
+long hac_probe(struct page **pages) { return pin_user_pages(0, 1, FOLL_WRITE, pages, NULL); }'
+
 echo '#endif'

@@ -10,6 +10,7 @@
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 #include <linux/nodemask.h>
+#include <linux/pagemap.h>
 #include <linux/platform_device.h>
 #include <linux/uaccess.h>
 
@@ -136,14 +137,29 @@ static int hac_ioctl_check(unsigned int cmd, unsigned long arg)
 	ksize = _IOC_SIZE(desc->cmd);
 	if (usize < hac_ioctl_min_size[idx])
 		return -EINVAL;
-	if (usize <= ksize)
-		return 0;
+	if (usize > ksize) {
+		ret = check_zeroed_user((const void __user *)arg + ksize,
+					usize - ksize);
+		if (ret < 0)
+			return ret;
+		if (!ret)
+			return -E2BIG;
+	}
 
-	ret = check_zeroed_user((const void __user *)arg + ksize,
-				usize - ksize);
-	if (ret < 0)
-		return ret;
-	return ret ? 0 : -E2BIG;
+	/*
+	 * drm_ioctl() copies the struct out after the handler ran, so a PIN
+	 * struct that cannot be written would fail with -EFAULT after the
+	 * buffer was pinned and its handle made, a handle the caller never
+	 * learns. Make sure now, without writing anything, that every byte
+	 * drm_ioctl() will copy out can be written, so such a call fails
+	 * before anything is pinned. (A thread that makes the struct
+	 * read-only while the PIN runs still loses the handle, until the
+	 * file is closed: docs/abi.md.)
+	 */
+	if (idx == DRM_HACCEL_PIN &&
+	    fault_in_safe_writeable((const char __user *)arg, min(usize, ksize)))
+		return -EFAULT;
+	return 0;
 }
 
 static long hac_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
@@ -297,4 +313,9 @@ module_exit(hac_exit);
 
 MODULE_DESCRIPTION("haccel: " HAC_DRIVER_DESC);
 MODULE_LICENSE("GPL");
-MODULE_VERSION("1.0.0");
+/*
+ * The release of the haccel package, as in dkms.conf and driver/Makefile
+ * (tests/driver-build.sh checks they agree); the ABI has its own version,
+ * HACCEL_UAPI_VERSION, which DRM_IOCTL_VERSION's major and minor follow.
+ */
+MODULE_VERSION("0.1.0");

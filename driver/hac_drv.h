@@ -21,8 +21,9 @@
 
 #define HAC_DRIVER_DESC		"pinned host memory broker"
 #define HAC_DRIVER_DATE		"20250601"
-#define HAC_DRIVER_MAJOR	1
-#define HAC_DRIVER_MINOR	0
+/* DRM_IOCTL_VERSION reports the ABI version (not the package's). */
+#define HAC_DRIVER_MAJOR	HACCEL_UAPI_MAJOR
+#define HAC_DRIVER_MINOR	HACCEL_UAPI_MINOR
 #define HAC_DRIVER_PATCHLEVEL	0
 
 /*

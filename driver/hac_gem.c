@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Buffer objects: user pages pinned long-term behind a GEM object. The
- * pages belong to the caller's own mapping (anonymous or hugetlb memory it
- * also registers with CUDA and io_uring); the driver only holds them in
- * place, accounts them, and lends them out as dma-bufs.
+ * pages belong to the caller's own mapping (anonymous, hugetlb or shmem
+ * memory it also registers with CUDA and io_uring); the driver only holds
+ * them in place, accounts them, and lends them out as dma-bufs.
  */
 
+#include <linux/fs.h>
+#include <linux/hugetlb.h>
+#include <linux/magic.h>
 #include <linux/mm.h>
+#include <linux/mmap_lock.h>
 #include <linux/nodemask.h>
 #include <linux/overflow.h>
 #include <linux/sched/signal.h>
@@ -19,8 +23,12 @@
 
 #include "hac_drv.h"
 
-/* Pages pinned per pin_user_pages_fast() call, between signal checks. */
-#define HAC_PIN_BATCH	65536
+/*
+ * Pages pinned per pin_user_pages() call: the mmap lock is held for one
+ * batch at a time, and fatal signals are checked between batches (GUP
+ * itself also stops at one).
+ */
+#define HAC_PIN_BATCH	16384
 
 static void hac_bo_free(struct drm_gem_object *obj)
 {
@@ -98,19 +106,94 @@ static const struct drm_gem_object_funcs hac_gem_funcs = {
 	.vm_ops = &hac_vm_ops,
 };
 
-/* Pin npages from start into pages; all or nothing. */
+/*
+ * Only memory that no filesystem writes back may be pinned long-term:
+ * anonymous, hugetlb and shmem (tmpfs files, memfd, shared anonymous
+ * memory, SysV shm). A long-term pin of page cache that a filesystem
+ * writes back (ext4, xfs...) breaks the filesystem's dirty tracking: the
+ * pages are written by devices, then marked dirty at unpin behind its back,
+ * the pattern behind known filesystem warnings and BUGs. GUP only refuses
+ * it from 6.5, and even then not for private file mappings, whose unwritten
+ * pages are page cache: refuse every VMA that is not one of the three.
+ * vma_is_shmem() is not exported; tmpfs is the filesystem of every shmem
+ * file, internal ones included.
+ */
+static bool hac_vma_pinnable(struct vm_area_struct *vma)
+{
+	if (vma_is_anonymous(vma) || is_vm_hugetlb_page(vma))
+		return true;
+	return vma->vm_file &&
+	       file_inode(vma->vm_file)->i_sb->s_magic == TMPFS_MAGIC;
+}
+
+/*
+ * Check every VMA of [start, end), in address order, with the mmap lock
+ * held: a hole or a VM_IO/VM_PFNMAP mapping (no pages behind it) is
+ * -EFAULT, any other mapping that is not pinnable -EOPNOTSUPP (what
+ * io_uring's buffer registration returns for the same memory).
+ */
+static int hac_check_vmas(struct mm_struct *mm, unsigned long start,
+			  unsigned long end)
+{
+	struct vm_area_struct *vma;
+
+	mmap_assert_locked(mm);
+	while (start < end) {
+		vma = vma_lookup(mm, start);
+		if (!vma || vma->vm_flags & (VM_IO | VM_PFNMAP))
+			return -EFAULT;
+		if (!hac_vma_pinnable(vma))
+			return -EOPNOTSUPP;
+		start = vma->vm_end;
+	}
+	return 0;
+}
+
+/* pin_user_pages() lost its vmas argument in 6.5. */
+static long hac_pin_user_pages(unsigned long start, unsigned long npages,
+			       struct page **pages)
+{
+#ifdef HAC_HAVE_PIN_USER_PAGES_VMAS
+	return pin_user_pages(start, npages, FOLL_WRITE | FOLL_LONGTERM, pages,
+			      NULL);
+#else
+	return pin_user_pages(start, npages, FOLL_WRITE | FOLL_LONGTERM, pages);
+#endif
+}
+
+/*
+ * Pin npages from start into pages; all or nothing. The whole range is
+ * checked before anything is pinned, then each batch is checked again
+ * under the same hold of the mmap lock as its pin, so no mapping can be
+ * swapped in between the check and the pin.
+ */
 static int hac_pin_pages(unsigned long start, unsigned long npages,
 			 struct page **pages)
 {
+	struct mm_struct *mm = current->mm;
 	unsigned long done = 0;
-	int ret;
+	long ret;
+
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	ret = hac_check_vmas(mm, start, start + (npages << PAGE_SHIFT));
+	mmap_read_unlock(mm);
+	if (ret)
+		return ret;
 
 	while (done < npages) {
-		int want = min_t(unsigned long, npages - done, HAC_PIN_BATCH);
+		unsigned long addr = start + (done << PAGE_SHIFT);
+		unsigned long want = min_t(unsigned long, npages - done,
+					   HAC_PIN_BATCH);
 
-		ret = pin_user_pages_fast(start + (done << PAGE_SHIFT), want,
-					  FOLL_WRITE | FOLL_LONGTERM,
-					  pages + done);
+		if (mmap_read_lock_killable(mm)) {
+			ret = -EINTR;
+			goto err_unpin;
+		}
+		ret = hac_check_vmas(mm, addr, addr + (want << PAGE_SHIFT));
+		if (!ret)
+			ret = hac_pin_user_pages(addr, want, pages + done);
+		mmap_read_unlock(mm);
 		if (ret <= 0) {
 			ret = ret ? ret : -EFAULT;
 			goto err_unpin;
@@ -206,7 +289,7 @@ int hac_pin_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	    !PAGE_ALIGNED(args->addr) || !PAGE_ALIGNED(args->size) ||
 	    check_add_overflow(args->addr, args->size, &end))
 		return -EINVAL;
-	if (args->node == HACCEL_NODE_ANY) {
+	if (args->node == HACCEL_DRM_NODE_ANY) {
 		if (args->flags & HACCEL_PIN_STRICT_NODE)
 			return -EINVAL;
 	} else if (args->node >= nr_node_ids || !node_online(args->node)) {

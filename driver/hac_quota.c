@@ -114,7 +114,7 @@ int hac_quota_precheck(struct hac_client *client, u32 node, u64 size)
 	int nid;
 
 	spin_lock(&hdev->lock);
-	if (node != HACCEL_NODE_ANY) {
+	if (node != HACCEL_DRM_NODE_ANY) {
 		room = hac_node_room(client, node);
 	} else {
 		for (nid = 0; nid < nr_node_ids && room < size; nid++)
@@ -265,14 +265,14 @@ int hac_quota_set_ioctl(struct drm_device *drm, void *data,
 	int nid;
 
 	if (args->flags ||
-	    (args->node != HACCEL_NODE_ANY && !hac_node_valid(args->node)))
+	    (args->node != HACCEL_DRM_NODE_ANY && !hac_node_valid(args->node)))
 		return -EINVAL;
 	if (!capable(CAP_SYS_ADMIN))
 		return -EPERM;
 
 	spin_lock(&hdev->lock);
 	for (nid = 0; nid < nr_node_ids; nid++) {
-		if (args->node == HACCEL_NODE_ANY ? !node_online(nid) :
+		if (args->node == HACCEL_DRM_NODE_ANY ? !node_online(nid) :
 		    nid != args->node)
 			continue;
 		hdev->node_limit[nid] = args->node_limit;

@@ -92,7 +92,7 @@ static void other_process_maps_and_imports(void)
 	}
 	close(sv[1]);
 	fill(mem, half, 1);
-	KTAP_ASSERT_EQ(hd_pin(fd, mem, size, HACCEL_NODE_ANY, 0, &h), 0);
+	KTAP_ASSERT_EQ(hd_pin(fd, mem, size, HACCEL_DRM_NODE_ANY, 0, &h), 0);
 	{
 		int dmabuf = hd_export(fd, h, 0);
 
@@ -116,7 +116,7 @@ static void self_import_same_handle(void)
 	char *mem = hd_alloc(size, -1);
 	uint32_t h, h2;
 
-	KTAP_ASSERT_EQ(hd_pin(fd, mem, size, HACCEL_NODE_ANY, 0, &h), 0);
+	KTAP_ASSERT_EQ(hd_pin(fd, mem, size, HACCEL_DRM_NODE_ANY, 0, &h), 0);
 	dmabuf = hd_export(fd, h, 0);
 	KTAP_ASSERT(dmabuf >= 0);
 	KTAP_ASSERT_EQ(hd_import(fd, dmabuf, &h2), 0);
@@ -133,7 +133,7 @@ static void map_offset_and_bounds(void)
 	uint32_t h;
 
 	fill(mem, size, 7);
-	KTAP_ASSERT_EQ(hd_pin(fd, mem, size, HACCEL_NODE_ANY, 0, &h), 0);
+	KTAP_ASSERT_EQ(hd_pin(fd, mem, size, HACCEL_DRM_NODE_ANY, 0, &h), 0);
 	dmabuf = hd_export(fd, h, 0);
 	KTAP_ASSERT(dmabuf >= 0);
 	map = mmap(NULL, 2 * pg, PROT_READ, MAP_SHARED, dmabuf, 3 * pg);
@@ -159,7 +159,7 @@ static void readonly_export(void)
 	char *mem = hd_alloc(size, -1), *map;
 	uint32_t h;
 
-	KTAP_ASSERT_EQ(hd_pin(fd, mem, size, HACCEL_NODE_ANY, 0, &h), 0);
+	KTAP_ASSERT_EQ(hd_pin(fd, mem, size, HACCEL_DRM_NODE_ANY, 0, &h), 0);
 	dmabuf = hd_export(fd, h, 1);
 	KTAP_ASSERT(dmabuf >= 0);
 	errno = 0;
@@ -184,7 +184,7 @@ static void mapping_keeps_buffer(void)
 	uint32_t h;
 
 	fill(mem, size, 9);
-	KTAP_ASSERT_EQ(hd_pin(fd, mem, size, HACCEL_NODE_ANY, 0, &h), 0);
+	KTAP_ASSERT_EQ(hd_pin(fd, mem, size, HACCEL_DRM_NODE_ANY, 0, &h), 0);
 	dmabuf = hd_export(fd, h, 0);
 	KTAP_ASSERT(dmabuf >= 0);
 	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, dmabuf, 0);
@@ -200,17 +200,14 @@ static void mapping_keeps_buffer(void)
 	KTAP_EXPECT_EQ(hd_node_total(fd), base);
 }
 
-/* A dma-buf of another exporter (udmabuf) is not importable: haccel only pins. */
-static void foreign_dmabuf_refused(void)
+/* A dma-buf of udmabuf (a memfd's pages), or -1 if there is no /dev/udmabuf. */
+static int udmabuf_make(size_t size)
 {
-	int fd = hd_open(), udev, memfd, dmabuf;
-	size_t size = 2 * hd_page();
 	struct udmabuf_create c = { .flags = UDMABUF_FLAGS_CLOEXEC, .size = size };
-	uint32_t h;
+	int udev = open("/dev/udmabuf", O_RDWR | O_CLOEXEC), memfd, dmabuf;
 
-	udev = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
 	if (udev < 0)
-		ktap_skip("no /dev/udmabuf (CONFIG_UDMABUF) to make a foreign dma-buf");
+		return -1;
 	memfd = (int)syscall(SYS_memfd_create, "haccel-udmabuf", MFD_ALLOW_SEALING);
 	KTAP_ASSERT(memfd >= 0);
 	KTAP_ASSERT_EQ(ftruncate(memfd, (off_t)size), 0);
@@ -218,10 +215,72 @@ static void foreign_dmabuf_refused(void)
 	c.memfd = (uint32_t)memfd;
 	dmabuf = ioctl(udev, UDMABUF_CREATE, &c);
 	KTAP_ASSERT(dmabuf >= 0);
-	KTAP_EXPECT_EQ(hd_import(fd, dmabuf, &h), -EINVAL);
-	close(dmabuf);
 	close(memfd);
 	close(udev);
+	return dmabuf;
+}
+
+/* A dma-buf of a vgem dumb buffer, or -1 if vgem is not loaded. */
+static int vgem_make(size_t size)
+{
+	for (int minor = 0; minor < 64; minor++) {
+		struct drm_mode_create_dumb c = { .width = (uint32_t)(size / 4), .height = 1,
+						  .bpp = 32 };
+		char path[64], name[32] = "";
+		struct drm_version v = { .name = name, .name_len = sizeof(name) - 1 };
+		int fd, dmabuf;
+
+		snprintf(path, sizeof(path), "/dev/dri/card%d", minor);
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (hd_ioctl(fd, DRM_IOCTL_VERSION, &v) || strcmp(name, "vgem")) {
+			close(fd);
+			continue;
+		}
+		KTAP_ASSERT_EQ(hd_ioctl(fd, DRM_IOCTL_MODE_CREATE_DUMB, &c), 0);
+		dmabuf = hd_export(fd, c.handle, 0);
+		KTAP_ASSERT(dmabuf >= 0);
+		/* The dma-buf keeps the buffer; the device file can go. */
+		close(fd);
+		return dmabuf;
+	}
+	return -1;
+}
+
+/*
+ * A dma-buf of another exporter (udmabuf, vgem) is not importable: haccel
+ * only pins. Nor is a mapping of one pinnable: it has no pages behind it
+ * that GUP may take (VM_PFNMAP).
+ */
+static void foreign_dmabuf_refused(void)
+{
+	int fd = hd_open(), dmabuf, tried = 0;
+	size_t size = 2 * hd_page();
+	uint64_t base = hd_node_total(fd);
+	const char *names[2] = { "udmabuf", "vgem" };
+	uint32_t h;
+
+	for (int i = 0; i < 2; i++) {
+		char *map;
+
+		dmabuf = i == 0 ? udmabuf_make(size) : vgem_make(size);
+		if (dmabuf < 0)
+			continue;
+		tried++;
+		ktap_diag("foreign dma-buf from %s", names[i]);
+		KTAP_EXPECT_EQ(hd_import(fd, dmabuf, &h), -EINVAL);
+		map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, dmabuf, 0);
+		if (map != MAP_FAILED) {
+			map[0] = 1;
+			KTAP_EXPECT(hd_pin(fd, map, size, HACCEL_DRM_NODE_ANY, 0, &h) < 0);
+			munmap(map, size);
+		}
+		close(dmabuf);
+	}
+	if (!tried)
+		hd_missing("no exporter of foreign dma-bufs: no /dev/udmabuf (CONFIG_UDMABUF), vgem not loaded");
+	KTAP_EXPECT_EQ(hd_node_total(fd), base);
 }
 
 static const struct ktap_case cases[] = {

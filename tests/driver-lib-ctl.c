@@ -314,7 +314,7 @@ static void clients_text_and_json(void)
 	json_t *j, *a, *me = NULL;
 	uint32_t h;
 
-	KTAP_ASSERT_EQ(hd_pin(fd, mem, 2 * MIB, HACCEL_NODE_ANY, 0, &h), 0);
+	KTAP_ASSERT_EQ(hd_pin(fd, mem, 2 * MIB, HACCEL_DRM_NODE_ANY, 0, &h), 0);
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
 	ctl("driver", "clients", NULL);
 	ktap_diag("%s", r.out);

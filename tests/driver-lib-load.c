@@ -139,7 +139,7 @@ static struct haccel_weights *open_checkpoint(struct haccel_ctx *ctx, struct hac
 	int fd = open(checkpoint(), O_RDONLY | O_DIRECT);
 
 	if (fd < 0)
-		ktap_skip("no O_DIRECT checkpoint %s: %s", checkpoint(), strerror(errno));
+		hd_missing("no O_DIRECT checkpoint %s: %s", checkpoint(), strerror(errno));
 	close(fd);
 	KTAP_ASSERT_EQ(haccel_weights_open(ctx, checkpoint(), 0, &w), 0);
 	KTAP_ASSERT_EQ(haccel_weights_info(w, wi), 0);

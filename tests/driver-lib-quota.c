@@ -139,7 +139,7 @@ static void any_node_names_where_pages_are(void)
 	hd_stats(fd, &st);
 	/* No room anywhere: every online node's limit is its usage. */
 	for (unsigned int k = 0; k < n; k++)
-		if (saved.q[k].node != HACCEL_NODE_ANY)
+		if (saved.q[k].node != HACCEL_DRM_NODE_ANY)
 			KTAP_ASSERT_EQ(hd_quota_set(fd, k, st.node[k], HACCEL_QUOTA_UNLIMITED), 0);
 	ret = hl_alloc(ctx, MIB, HACCEL_NODE_ANY, HACCEL_HOSTMEM_NO_HUGE, &m);
 	ktap_diag("%s", hl_err(ctx));

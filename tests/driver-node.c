@@ -96,7 +96,7 @@ static void pin_any_node(void)
 	char *mem = hd_alloc(size, -1);
 	uint32_t h;
 
-	KTAP_ASSERT_EQ(hd_pin(fd, mem, size, HACCEL_NODE_ANY, 0, &h), 0);
+	KTAP_ASSERT_EQ(hd_pin(fd, mem, size, HACCEL_DRM_NODE_ANY, 0, &h), 0);
 	KTAP_EXPECT_EQ(hd_node_total(fd) >= size, 1);
 	KTAP_EXPECT_EQ(hd_close_handle(fd, h), 0);
 }
@@ -150,7 +150,7 @@ static void split_across_nodes(void)
 	}
 	memset(mem, 1, 2 * half);
 	KTAP_ASSERT_EQ(hd_pin(fd, mem, 2 * half, 0, HACCEL_PIN_STRICT_NODE, &h), -EXDEV);
-	KTAP_ASSERT_EQ(hd_pin(fd, mem, 2 * half, HACCEL_NODE_ANY, 0, &h), 0);
+	KTAP_ASSERT_EQ(hd_pin(fd, mem, 2 * half, HACCEL_DRM_NODE_ANY, 0, &h), 0);
 	KTAP_ASSERT_EQ(hd_bo_info(fd, h, &bi, pages, HD_MAX_NODES), 0);
 	KTAP_EXPECT_EQ(pages[0], NPAGES / 2);
 	KTAP_EXPECT_EQ(pages[1], NPAGES / 2);
@@ -179,7 +179,7 @@ static void hugetlb_pin(void)
 	if (mem == MAP_FAILED)
 		ktap_skip("no 2 MiB huge pages: %s", strerror(errno));
 	memset(mem, 3, huge);
-	KTAP_ASSERT_EQ(hd_pin(fd, mem, huge, HACCEL_NODE_ANY, 0, &h), 0);
+	KTAP_ASSERT_EQ(hd_pin(fd, mem, huge, HACCEL_DRM_NODE_ANY, 0, &h), 0);
 	KTAP_ASSERT_EQ(hd_bo_info(fd, h, &bi, pages, HD_MAX_NODES), 0);
 	KTAP_EXPECT_EQ(bi.size, huge);
 	KTAP_EXPECT_EQ(pages[0] + pages[1], huge / hd_page());
@@ -205,7 +205,7 @@ static void quota_node_limit(void)
 	/* Full: neither this client nor another one gets a page more. */
 	KTAP_EXPECT_EQ(hd_pin(fd, mem + 4 * pg, pg, 0, 0, &extra), -EDQUOT);
 	KTAP_EXPECT_EQ(hd_pin(fd2, mem + 4 * pg, pg, 0, 0, &extra), -EDQUOT);
-	KTAP_EXPECT_EQ(hd_pin(fd2, mem + 4 * pg, pg, HACCEL_NODE_ANY, 0, &extra),
+	KTAP_EXPECT_EQ(hd_pin(fd2, mem + 4 * pg, pg, HACCEL_DRM_NODE_ANY, 0, &extra),
 		       -EDQUOT);
 	KTAP_EXPECT_EQ(hd_close_handle(fd, h[0]), 0);
 	KTAP_EXPECT_EQ(hd_pin(fd2, mem + 4 * pg, pg, 0, 0, &extra), 0);
@@ -257,7 +257,7 @@ static void quota_on_expected_node(void)
 	KTAP_ASSERT_EQ(hd_quota_set(fd, 1, 0, 0), 0);
 	KTAP_EXPECT_EQ(hd_pin(fd, mem, pg, 1, 0, &h), -EDQUOT);
 	/* The pages are on node 0, whose quota is untouched. */
-	KTAP_EXPECT_EQ(hd_pin(fd, mem, pg, HACCEL_NODE_ANY, 0, &h), 0);
+	KTAP_EXPECT_EQ(hd_pin(fd, mem, pg, HACCEL_DRM_NODE_ANY, 0, &h), 0);
 	KTAP_EXPECT_EQ(hd_close_handle(fd, h), 0);
 	hd_quotas_restore(fd, &saved);
 }
@@ -295,7 +295,7 @@ static void quota_set_every_node(void)
 	struct drm_haccel_quota q;
 
 	hd_quotas_save(fd, &saved);
-	KTAP_ASSERT_EQ(hd_quota_set(fd, HACCEL_NODE_ANY, 12345 * 4096ull, 777 * 4096ull), 0);
+	KTAP_ASSERT_EQ(hd_quota_set(fd, HACCEL_DRM_NODE_ANY, 12345 * 4096ull, 777 * 4096ull), 0);
 	for (unsigned int i = 0; i < n; i++) {
 		KTAP_ASSERT_EQ(hd_quota_get(fd, i, &q), 0);
 		KTAP_EXPECT_EQ(q.node_limit, 12345 * 4096ull);
@@ -308,16 +308,14 @@ static void quota_set_every_node(void)
 	}
 }
 
+/* Loaded by the runner with the defaults: 50 % of each node, 100 % per client. */
 static void quota_defaults_from_params(void)
 {
 	int fd = hd_open();
-	struct drm_haccel_quota q;
 
-	KTAP_ASSERT_EQ(hd_quota_get(fd, 0, &q), 0);
-	/* node_quota_pct=50, client_quota_pct=100 unless the loader said otherwise. */
-	KTAP_EXPECT(q.node_limit > 0);
-	KTAP_EXPECT(q.client_limit >= q.node_limit);
-	KTAP_EXPECT(q.client_limit != HACCEL_QUOTA_UNLIMITED);
+	KTAP_EXPECT_EQ(hd_module_param("node_quota_pct"), 50);
+	KTAP_EXPECT_EQ(hd_module_param("client_quota_pct"), 100);
+	hd_expect_limits_from_params(fd);
 }
 
 static void quota_set_needs_cap_sys_admin(void)
@@ -326,8 +324,7 @@ static void quota_set_needs_cap_sys_admin(void)
 	struct drm_haccel_quota before, after;
 	pid_t pid;
 
-	if (geteuid() != 0)
-		ktap_skip("needs root to drop to an unprivileged user");
+	hd_need_root();
 	KTAP_ASSERT_EQ(hd_quota_get(fd, 0, &before), 0);
 	pid = fork();
 	KTAP_ASSERT(pid >= 0);
@@ -343,10 +340,10 @@ static void quota_set_needs_cap_sys_admin(void)
 		if (setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
 			_exit(3);
 		ok &= hd_quota_set(fd, 0, 0, 0) == -EPERM;
-		ok &= hd_quota_set(fd, HACCEL_NODE_ANY, 0, 0) == -EPERM;
+		ok &= hd_quota_set(fd, HACCEL_DRM_NODE_ANY, 0, 0) == -EPERM;
 		/* Reading the quotas and pinning are open to every client. */
 		ok &= hd_quota_get(fd, 0, &q) == 0;
-		ok &= hd_pin(fd, mem, pg, HACCEL_NODE_ANY, 0, &h) == 0;
+		ok &= hd_pin(fd, mem, pg, HACCEL_DRM_NODE_ANY, 0, &h) == 0;
 		ok &= hd_close_handle(fd, h) == 0;
 		_exit(ok ? 0 : 1);
 	}

@@ -82,7 +82,7 @@ static void stream(int fixed)
 
 	file = open(data_path(), O_RDONLY | O_DIRECT);
 	if (file < 0)
-		ktap_skip("no O_DIRECT test file %s: %s", data_path(), strerror(errno));
+		hd_missing("no O_DIRECT test file %s: %s", data_path(), strerror(errno));
 	KTAP_ASSERT_EQ(fstat(file, &sb), 0);
 	size = (uint64_t)sb.st_size;
 	KTAP_ASSERT(size >= QD * CHUNK && size % CHUNK == 0);
@@ -91,7 +91,7 @@ static void stream(int fixed)
 	 * (fixed) registered with io_uring, as the loader does it. */
 	buf = hd_alloc(QD * CHUNK, -1);
 	memset(buf, 0, QD * CHUNK);
-	KTAP_ASSERT_EQ(hd_pin(fd, buf, QD * CHUNK, HACCEL_NODE_ANY, 0, &h), 0);
+	KTAP_ASSERT_EQ(hd_pin(fd, buf, QD * CHUNK, HACCEL_DRM_NODE_ANY, 0, &h), 0);
 	KTAP_ASSERT_EQ(io_uring_queue_init(QD, &ring, 0), 0);
 	if (fixed) {
 		iov.iov_base = buf;

@@ -16,18 +16,35 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/*
- * The library tests (tests/driver-lib-*.c) include haccel.h first, whose
- * HACCEL_NODE_ANY is the int32_t -1; the uapi's is the __u32 0xffffffff,
- * the same node in each type: here the uapi's is the one defined.
- */
-#ifdef HACCEL_H
-#undef HACCEL_NODE_ANY
-#endif
+/* The library tests (tests/driver-lib-*.c) include haccel.h too: its
+ * HACCEL_NODE_ANY (int32_t -1) and the uapi's HACCEL_DRM_NODE_ANY (__u32
+ * 0xffffffff) name the same "any node" in each API's type. */
 #include "haccel_drm.h"
 #include "ktap.h"
 
 #define HD_MAX_NODES 64
+
+/* In the test VM (tests/vm/init.sh sets HACCEL_VM_GUEST). */
+static inline int hd_in_vm(void)
+{
+	return getenv("HACCEL_VM_GUEST") != NULL;
+}
+
+/*
+ * A precondition of the case is missing: on a host, skip it with the
+ * reason; in the test VM, whose runner provides every precondition (two
+ * NUMA nodes, the data and scratch disks, debugfs, root, HACCEL_MODULE, a
+ * foreign dma-buf exporter), fail it, so that no required case can
+ * silently become a skip there.
+ */
+#define hd_missing(...)                                                       \
+	do {                                                                  \
+		if (hd_in_vm()) {                                             \
+			ktap_fail_at(__FILE__, __LINE__, "in the VM: " __VA_ARGS__); \
+			ktap_end();                                           \
+		}                                                             \
+		ktap_skip(__VA_ARGS__);                                       \
+	} while (0)
 
 /* An ioctl that returns 0 or -errno, retried on EINTR/EAGAIN like drmIoctl. */
 static inline int hd_ioctl(int fd, unsigned long req, void *arg)
@@ -56,6 +73,29 @@ static inline int hd_try_open(void)
 		int fd;
 
 		snprintf(path, sizeof(path), "/dev/dri/renderD%d", minor);
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		memset(&v, 0, sizeof(v));
+		v.name = name;
+		v.name_len = sizeof(name) - 1;
+		if (hd_ioctl(fd, DRM_IOCTL_VERSION, &v) == 0 &&
+		    !strcmp(name, HACCEL_DRIVER_NAME))
+			return fd;
+		close(fd);
+	}
+	return -1;
+}
+
+/* Open the haccel primary node (/dev/dri/cardN), or -1 if there is none. */
+static inline int hd_try_open_card(void)
+{
+	for (int minor = 0; minor < 64; minor++) {
+		char path[64], name[32] = "";
+		struct drm_version v;
+		int fd;
+
+		snprintf(path, sizeof(path), "/dev/dri/card%d", minor);
 		fd = open(path, O_RDWR | O_CLOEXEC);
 		if (fd < 0)
 			continue;
@@ -221,13 +261,13 @@ static inline void hd_quotas_save(int fd, struct hd_quotas *s)
 	s->n = hd_num_nodes(fd);
 	for (unsigned int i = 0; i < s->n; i++)
 		if (hd_quota_get(fd, i, &s->q[i]))
-			s->q[i].node = HACCEL_NODE_ANY; /* offline */
+			s->q[i].node = HACCEL_DRM_NODE_ANY; /* offline */
 }
 
 static inline void hd_quotas_restore(int fd, const struct hd_quotas *s)
 {
 	for (unsigned int i = 0; i < s->n; i++)
-		if (s->q[i].node != HACCEL_NODE_ANY)
+		if (s->q[i].node != HACCEL_DRM_NODE_ANY)
 			KTAP_EXPECT_EQ(hd_quota_set(fd, i, s->q[i].node_limit,
 						    s->q[i].client_limit), 0);
 }
@@ -317,8 +357,205 @@ static inline unsigned int hd_online_nodes(void)
 static inline void hd_need_nodes(unsigned int n)
 {
 	if (hd_online_nodes() < n)
-		ktap_skip("needs %u NUMA nodes, this machine has %u", n,
-			  hd_online_nodes());
+		hd_missing("needs %u NUMA nodes, this machine has %u", n,
+			   hd_online_nodes());
+}
+
+static inline void hd_need_root(void)
+{
+	if (geteuid() != 0)
+		hd_missing("needs root (to drop to an unprivileged user)");
+}
+
+/*
+ * Drop to uid and gid 65534 (nobody) for good; files already open stay
+ * open, so only the caller's own credentials change. 0 or -errno.
+ */
+static inline int hd_drop_to_nobody(void)
+{
+	if (setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
+		return -errno;
+	return 0;
+}
+
+/* A small xorshift64 generator for forked children and threads, which
+ * must not share the case's ktap_rand() stream. */
+static inline uint64_t hd_rng(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/*
+ * Pages present on node, as the kernel counts node_present_pages(): the
+ * sum of the "present" lines of the node's zones in /proc/zoneinfo (empty
+ * zones print none); 0 if it cannot be read.
+ */
+static inline uint64_t hd_node_present_pages(unsigned int node)
+{
+	FILE *f = fopen("/proc/zoneinfo", "r");
+	char line[256];
+	unsigned int cur = ~0u;
+	uint64_t sum = 0, v;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned int n;
+
+		if (sscanf(line, "Node %u,", &n) == 1)
+			cur = n;
+		else if (cur == node && sscanf(line, " present %llu",
+						 (unsigned long long *)&v) == 1)
+			sum += v;
+	}
+	fclose(f);
+	return sum;
+}
+
+/* A parameter of the loaded module from sysfs, or -1. */
+static inline long long hd_module_param(const char *name)
+{
+	char path[128];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/module/haccel/parameters/%s", name);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+/*
+ * The limits the driver computes at load from its parameters, node by
+ * node, in bytes: (present pages << PAGE_SHIFT) / 100 * percent, with the
+ * present pages the kernel counts for the node (node_present_pages());
+ * offline nodes get 0.
+ */
+static inline void hd_expect_limits_from_params(int fd)
+{
+	long long node_pct = hd_module_param("node_quota_pct");
+	long long client_pct = hd_module_param("client_quota_pct");
+	unsigned int n = hd_online_nodes();
+
+	KTAP_ASSERT(node_pct >= 0 && client_pct >= 0);
+	ktap_diag("node_quota_pct=%lld client_quota_pct=%lld", node_pct, client_pct);
+	for (unsigned int i = 0; i < n; i++) {
+		uint64_t bytes = hd_node_present_pages(i) * hd_page();
+		struct drm_haccel_quota q;
+
+		KTAP_ASSERT(bytes > 0);
+		KTAP_ASSERT_EQ(hd_quota_get(fd, i, &q), 0);
+		ktap_diag("node %u: %llu bytes present, limits %llu and %llu", i,
+			  (unsigned long long)bytes, (unsigned long long)q.node_limit,
+			  (unsigned long long)q.client_limit);
+		KTAP_EXPECT_EQ(q.node_limit, bytes / 100 * (uint64_t)node_pct);
+		KTAP_EXPECT_EQ(q.client_limit, bytes / 100 * (uint64_t)client_pct);
+	}
+}
+
+/*
+ * Live slab objects allocated at haccel sites, by the allocator's own
+ * traces (<debugfs>/slab/CACHE/alloc_traces, kept for caches with
+ * SLAB_STORE_USER: the VM boots with slub_debug=FZPU): the sum of the
+ * counts of the records whose site is a haccel function (hac_*) other
+ * than the device's own arrays (hac_quota_init) and whose stack does not
+ * run through a module's init; -1 when there are no traces to read. Each
+ * record is shown when show is set. A record is "COUNT SITE [MODULE] ..."
+ * and its stack, one frame a line.
+ *
+ * Only a difference of two counts means something: init code is freed
+ * after its module's init, and haccel's text may since sit where another
+ * module's was, so a record of that module's init can carry a haccel name;
+ * its do_init_module frame gives it away, unless the stack could not be
+ * saved. Such records stay as they are across a workload.
+ */
+static inline long long hd_live_objects(int show)
+{
+	DIR *d = opendir("/sys/kernel/debug/slab");
+	struct dirent *e;
+	long long live = 0;
+	int traced = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		char path[512], line[512], head[512] = "", site[128] = "";
+		long long n = 0, count;
+		int in_init = 0, eof = 0;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/sys/kernel/debug/slab/%s/alloc_traces",
+			 e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		traced = 1;
+		while (!eof) {
+			char s2[128];
+
+			eof = !fgets(line, sizeof(line), f);
+			if (!eof) {
+				line[strcspn(line, "\n")] = 0;
+				if (sscanf(line, " %lld %127s", &count, s2) != 2) {
+					in_init |= strstr(line, "do_init_module") != NULL;
+					continue;
+				}
+			}
+			/* A record ends: count it. */
+			if (n && !in_init && !strncmp(site, "hac_", 4) &&
+			    strncmp(site, "hac_quota_init+", 15)) {
+				if (show)
+					ktap_diag("alive in %s: %s", e->d_name, head);
+				live += n;
+			}
+			if (!eof) {
+				n = count;
+				snprintf(site, sizeof(site), "%s", s2);
+				snprintf(head, sizeof(head), "%s", line);
+				in_init = 0;
+			}
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return traced ? live : -1;
+}
+
+/* The path of haccel.ko to load (the VM runner sets HACCEL_MODULE). */
+static inline const char *hd_module_path(void)
+{
+	const char *p = getenv("HACCEL_MODULE");
+
+	if (!p)
+		hd_missing("HACCEL_MODULE (the path of haccel.ko) is not set: runs in the VM");
+	return p;
+}
+
+/* Unload haccel.ko without waiting: 0 or -errno (-EBUSY while in use). */
+static inline int hd_module_unload(void)
+{
+	return syscall(SYS_delete_module, "haccel", O_NONBLOCK) ? -errno : 0;
+}
+
+/* Load haccel.ko from path with a parameter string, as insmod does: 0 or -errno. */
+static inline int hd_module_load(const char *path, const char *params)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), r;
+
+	if (fd < 0)
+		return -errno;
+	r = syscall(SYS_finit_module, fd, params, 0) ? -errno : 0;
+	close(fd);
+	return r;
 }
 
 /* Pass an fd over a unix socket. */

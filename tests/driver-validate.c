@@ -1,12 +1,21 @@
 // SPDX-License-Identifier: MIT
-/* Every validation failure of every haccel ioctl, each call otherwise valid, and structs smaller and larger than the ABI. */
+/* Every validation failure of every haccel ioctl, each call otherwise valid, structs smaller and larger than the ABI, bad struct pointers, and which kinds of memory PIN takes. */
 #include "config.h"
 
 #include <errno.h>
+#include <linux/magic.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#ifndef MFD_HUGETLB
+#define MFD_HUGETLB 0x0004U
+#endif
 
 #include "driver-util.h"
 
@@ -37,7 +46,7 @@ static struct fixture fx_make(void)
 	memset(&f.pin, 0, sizeof(f.pin));
 	f.pin.addr = (uintptr_t)f.mem;
 	f.pin.size = NPAGES * f.pg;
-	f.pin.node = HACCEL_NODE_ANY;
+	f.pin.node = HACCEL_DRM_NODE_ANY;
 	return f;
 }
 
@@ -51,13 +60,34 @@ static int pin_try(int fd, struct drm_haccel_pin p)
 	return r;
 }
 
-/* Expect PIN to fail with err and leave nothing pinned. */
+/*
+ * Expect PIN to fail with err and leave nothing pinned: no buffer, no
+ * bytes, and (where the kernel counts them) no page pinned.
+ */
 static void pin_expect(struct fixture *f, struct drm_haccel_pin p, int err)
 {
-	uint64_t before = hd_node_total(f->fd);
+	struct hd_stats before, after;
+	long long pins = hd_foll_pins();
 
+	hd_stats(f->fd, &before);
 	KTAP_EXPECT_EQ(pin_try(f->fd, p), err);
-	KTAP_EXPECT_EQ(hd_node_total(f->fd), before);
+	hd_stats(f->fd, &after);
+	KTAP_EXPECT_EQ(after.s.node_total, before.s.node_total);
+	KTAP_EXPECT_EQ(after.s.client_bos, before.s.client_bos);
+	if (pins >= 0)
+		KTAP_EXPECT_EQ(hd_foll_pins(), pins);
+}
+
+/* A page holding len bytes of data, then protected with prot. */
+static void *page_with(const void *data, size_t len, int prot)
+{
+	void *p = mmap(NULL, hd_page(), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	KTAP_ASSERT(p != MAP_FAILED);
+	memcpy(p, data, len);
+	KTAP_ASSERT_EQ(mprotect(p, hd_page(), prot), 0);
+	return p;
 }
 
 /* --- GET_PARAM ------------------------------------------------------------ */
@@ -179,7 +209,7 @@ static uint32_t live_handle(struct fixture *f)
 {
 	uint32_t h;
 
-	KTAP_ASSERT_EQ(hd_pin(f->fd, f->mem, f->pg, HACCEL_NODE_ANY, 0, &h), 0);
+	KTAP_ASSERT_EQ(hd_pin(f->fd, f->mem, f->pg, HACCEL_DRM_NODE_ANY, 0, &h), 0);
 	return h;
 }
 
@@ -429,12 +459,214 @@ static void pin_pfnmap_mapping(void)
 	close(dmabuf);
 }
 
+/* --- PIN: which memory --------------------------------------------------- */
+
+/*
+ * A file of size bytes on the scratch disk (ext4, mounted read-write by
+ * the VM runner; HACCEL_VM_SCRATCH): page cache that the file system
+ * writes back.
+ */
+static int scratch_file(size_t size)
+{
+	const char *dir = getenv("HACCEL_VM_SCRATCH");
+	char path[256];
+	struct statfs sf;
+	int fd;
+
+	if (!dir)
+		hd_missing("HACCEL_VM_SCRATCH (a directory on a disk file system) is not set: runs in the VM");
+	KTAP_ASSERT_EQ(statfs(dir, &sf), 0);
+	if (sf.f_type == TMPFS_MAGIC)
+		hd_missing("%s is tmpfs, not a disk file system", dir);
+	snprintf(path, sizeof(path), "%s/pin-XXXXXX", dir);
+	fd = mkstemp(path);
+	KTAP_ASSERT(fd >= 0);
+	KTAP_ASSERT_EQ(unlink(path), 0);
+	KTAP_ASSERT_EQ(ftruncate(fd, (off_t)size), 0);
+	return fd;
+}
+
+/* Expect PIN of [map, map + size) to succeed, be counted, and close. */
+static void pin_accepted(struct fixture *f, void *map, size_t size, const char *what)
+{
+	struct drm_haccel_bo_info bi;
+	uint64_t before = hd_node_total(f->fd);
+	uint32_t h;
+	int r = hd_pin(f->fd, map, size, HACCEL_DRM_NODE_ANY, 0, &h);
+
+	if (r)
+		ktap_diag("%s: %d", what, r);
+	KTAP_ASSERT_EQ(r, 0);
+	KTAP_EXPECT_EQ(hd_node_total(f->fd), before + size);
+	KTAP_EXPECT_EQ(hd_bo_info(f->fd, h, &bi, NULL, 0), 0);
+	KTAP_EXPECT_EQ(bi.size, size);
+	KTAP_EXPECT_EQ(hd_close_handle(f->fd, h), 0);
+	KTAP_EXPECT_EQ(hd_node_total(f->fd), before);
+}
+
+/* Shared file mappings of a disk file system: page cache, never pinned. */
+static void pin_file_shared_refused(void)
+{
+	struct fixture f = fx_make();
+	struct drm_haccel_pin p = f.pin;
+	size_t size = NPAGES * f.pg;
+	int file = scratch_file(size);
+	char *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, file, 0), *mixed;
+
+	KTAP_ASSERT(map != MAP_FAILED);
+	memset(map, 0x3c, size);
+	p.addr = (uintptr_t)map;
+	pin_expect(&f, p, -EOPNOTSUPP);
+	/* Read-only, the kind decides before the permission. */
+	KTAP_ASSERT_EQ(mprotect(map, size, PROT_READ), 0);
+	pin_expect(&f, p, -EOPNOTSUPP);
+	/* Anonymous pages, then one file page: refused whole, nothing pinned. */
+	mixed = hd_alloc(2 * size, -1);
+	KTAP_ASSERT(mmap(mixed + 2 * size - f.pg, f.pg, PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_FIXED, file, 0) != MAP_FAILED);
+	p.addr = (uintptr_t)mixed;
+	p.size = 2 * size;
+	pin_expect(&f, p, -EOPNOTSUPP);
+	/* The anonymous part alone pins. */
+	p.size = 2 * size - f.pg;
+	KTAP_EXPECT_EQ(pin_try(f.fd, p), 0);
+	close(file);
+}
+
+/*
+ * A private file mapping is refused too, even written: its written pages
+ * are anonymous copies, the others still the file's page cache.
+ */
+static void pin_file_private_refused(void)
+{
+	struct fixture f = fx_make();
+	struct drm_haccel_pin p = f.pin;
+	size_t size = NPAGES * f.pg;
+	int file = scratch_file(size);
+	char *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, file, 0);
+
+	KTAP_ASSERT(map != MAP_FAILED);
+	p.addr = (uintptr_t)map;
+	pin_expect(&f, p, -EOPNOTSUPP);
+	memset(map, 0x3c, size);
+	pin_expect(&f, p, -EOPNOTSUPP);
+	close(file);
+}
+
+/* shmem: memfd (shared and private), shared anonymous memory, tmpfs files. */
+static void pin_shmem_accepted(void)
+{
+	struct fixture f = fx_make();
+	size_t size = NPAGES * f.pg;
+	int memfd = (int)syscall(SYS_memfd_create, "haccel-pin", 0);
+	struct statfs sf;
+	char *map;
+
+	KTAP_ASSERT(memfd >= 0);
+	KTAP_ASSERT_EQ(ftruncate(memfd, (off_t)size), 0);
+	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	KTAP_ASSERT(map != MAP_FAILED);
+	pin_accepted(&f, map, size, "memfd MAP_SHARED");
+	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, memfd, 0);
+	KTAP_ASSERT(map != MAP_FAILED);
+	pin_accepted(&f, map, size, "memfd MAP_PRIVATE");
+	close(memfd);
+	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	KTAP_ASSERT(map != MAP_FAILED);
+	pin_accepted(&f, map, size, "MAP_SHARED | MAP_ANONYMOUS");
+	/* The guest's /tmp is tmpfs (tests/vm/init.sh). */
+	if (statfs("/tmp", &sf) == 0 && sf.f_type == TMPFS_MAGIC) {
+		char path[] = "/tmp/haccel-pin-XXXXXX";
+		int file = mkstemp(path);
+
+		KTAP_ASSERT(file >= 0);
+		unlink(path);
+		KTAP_ASSERT_EQ(ftruncate(file, (off_t)size), 0);
+		map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, file, 0);
+		KTAP_ASSERT(map != MAP_FAILED);
+		pin_accepted(&f, map, size, "tmpfs file MAP_SHARED");
+		close(file);
+	} else if (hd_in_vm()) {
+		ktap_fail_at(__FILE__, __LINE__, "/tmp is not tmpfs in the VM");
+	}
+}
+
+/* hugetlb: anonymous MAP_HUGETLB and a hugetlbfs memfd. */
+static void pin_hugetlb_accepted(void)
+{
+	struct fixture f = fx_make();
+	size_t huge = 2u << 20;
+	FILE *nr = fopen("/proc/sys/vm/nr_hugepages", "w");
+	char *map;
+	int memfd;
+
+	if (nr) {
+		fputs("4", nr);
+		fclose(nr);
+	}
+	map = mmap(NULL, huge, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+	if (map == MAP_FAILED)
+		ktap_skip("no 2 MiB huge pages: %s", strerror(errno));
+	memset(map, 1, huge);
+	pin_accepted(&f, map, huge, "MAP_HUGETLB");
+	munmap(map, huge);
+	memfd = (int)syscall(SYS_memfd_create, "haccel-huge", MFD_HUGETLB);
+	KTAP_ASSERT(memfd >= 0);
+	KTAP_ASSERT_EQ(ftruncate(memfd, (off_t)huge), 0);
+	map = mmap(NULL, huge, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	KTAP_ASSERT(map != MAP_FAILED);
+	memset(map, 2, huge);
+	pin_accepted(&f, map, huge, "memfd MFD_HUGETLB");
+	munmap(map, huge);
+	close(memfd);
+}
+
+/*
+ * The struct in read-only memory, wholly or in part: the driver makes sure
+ * it can write the struct back before it pins, so the call fails with
+ * -EFAULT and leaves no buffer behind that the caller could not know.
+ */
+static void pin_struct_readonly(void)
+{
+	struct fixture f = fx_make();
+	void *ro = page_with(&f.pin, sizeof(f.pin), PROT_READ);
+	void *none = page_with(&f.pin, sizeof(f.pin), PROT_NONE);
+	struct hd_stats before, after;
+	long long pins = hd_foll_pins();
+	char *two = mmap(NULL, 2 * f.pg, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	const size_t at_handle = offsetof(struct drm_haccel_pin, handle);
+
+	KTAP_ASSERT(two != MAP_FAILED);
+	hd_stats(f.fd, &before);
+	KTAP_EXPECT_EQ(hd_ioctl(f.fd, DRM_IOCTL_HACCEL_PIN, ro), -EFAULT);
+	KTAP_EXPECT_EQ(hd_ioctl(f.fd, DRM_IOCTL_HACCEL_PIN, none), -EFAULT);
+	/* Across a page boundary: the inputs read-only, the handle writable... */
+	memcpy(two + f.pg - at_handle, &f.pin, sizeof(f.pin));
+	KTAP_ASSERT_EQ(mprotect(two, f.pg, PROT_READ), 0);
+	KTAP_EXPECT_EQ(hd_ioctl(f.fd, DRM_IOCTL_HACCEL_PIN, two + f.pg - at_handle), -EFAULT);
+	/* ...and the other way round. */
+	KTAP_ASSERT_EQ(mprotect(two, 2 * f.pg, PROT_READ | PROT_WRITE), 0);
+	memcpy(two + f.pg - 8, &f.pin, sizeof(f.pin));
+	KTAP_ASSERT_EQ(mprotect(two + f.pg, f.pg, PROT_READ), 0);
+	KTAP_EXPECT_EQ(hd_ioctl(f.fd, DRM_IOCTL_HACCEL_PIN, two + f.pg - 8), -EFAULT);
+	hd_stats(f.fd, &after);
+	KTAP_EXPECT_EQ(after.s.client_bos, before.s.client_bos);
+	KTAP_EXPECT_EQ(after.s.node_total, before.s.node_total);
+	if (pins >= 0)
+		KTAP_EXPECT_EQ(hd_foll_pins(), pins);
+	/* The same struct, writable again, pins. */
+	KTAP_ASSERT_EQ(mprotect(ro, f.pg, PROT_READ | PROT_WRITE), 0);
+	KTAP_EXPECT_EQ(pin_try(f.fd, *(struct drm_haccel_pin *)ro), 0);
+}
+
 static void pin_bad_node(void)
 {
 	struct fixture f = fx_make();
 	struct drm_haccel_pin p = f.pin;
 	uint32_t n = (uint32_t)hd_param(f.fd, HACCEL_PARAM_NUM_NODES);
-	const uint32_t bad[] = { n, n + 1, 1u << 20, HACCEL_NODE_ANY - 1 };
+	const uint32_t bad[] = { n, n + 1, 1u << 20, HACCEL_DRM_NODE_ANY - 1 };
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		p.node = bad[i];
@@ -450,7 +682,7 @@ static void pin_strict_any_node(void)
 	struct fixture f = fx_make();
 	struct drm_haccel_pin p = f.pin;
 
-	p.node = HACCEL_NODE_ANY;
+	p.node = HACCEL_DRM_NODE_ANY;
 	p.flags = HACCEL_PIN_STRICT_NODE;
 	pin_expect(&f, p, -EINVAL);
 }
@@ -534,10 +766,40 @@ static void bo_info_bad_array(void)
 	struct fixture f = fx_make();
 	uint32_t h = live_handle(&f);
 	struct drm_haccel_bo_info bi;
+	uint64_t zero[HD_MAX_NODES] = { 0 };
 
 	KTAP_EXPECT_EQ(hd_bo_info(f.fd, h, &bi, (uint64_t *)8, 1), -EFAULT);
 	KTAP_EXPECT_EQ(hd_bo_info(f.fd, h, &bi, (uint64_t *)0xffff800000000000ull, 1),
 		       -EFAULT);
+	KTAP_EXPECT_EQ(hd_bo_info(f.fd, h, &bi, page_with(zero, sizeof(zero), PROT_READ), 1),
+		       -EFAULT);
+}
+
+/*
+ * An ioctl's own struct at a bad address: NULL, a small number, a kernel
+ * address, PROT_NONE memory (nothing can be read), and for the ioctls that
+ * write back, read-only memory. QUOTA_SET only reads its struct, so
+ * read-only memory is fine there.
+ */
+static void struct_bad_pointer(void *valid, size_t len, unsigned long cmd, int writes_back,
+			       int fd)
+{
+	KTAP_EXPECT_EQ(hd_ioctl(fd, cmd, NULL), -EFAULT);
+	KTAP_EXPECT_EQ(hd_ioctl(fd, cmd, (void *)8), -EFAULT);
+	KTAP_EXPECT_EQ(hd_ioctl(fd, cmd, (void *)0xffff800000000000ull), -EFAULT);
+	KTAP_EXPECT_EQ(hd_ioctl(fd, cmd, page_with(valid, len, PROT_NONE)), -EFAULT);
+	KTAP_EXPECT_EQ(hd_ioctl(fd, cmd, page_with(valid, len, PROT_READ)),
+		       writes_back ? -EFAULT : 0);
+	/* The same struct, in writable memory, works. */
+	KTAP_EXPECT_EQ(hd_ioctl(fd, cmd, page_with(valid, len, PROT_READ | PROT_WRITE)), 0);
+}
+
+static void bo_info_bad_struct(void)
+{
+	struct fixture f = fx_make();
+	struct drm_haccel_bo_info bi = { .handle = live_handle(&f) };
+
+	struct_bad_pointer(&bi, sizeof(bi), DRM_IOCTL_HACCEL_BO_INFO, 1, f.fd);
 }
 
 /* --- STATS ---------------------------------------------------------------- */
@@ -567,6 +829,20 @@ static void stats_bad_arrays(void)
 	/* Either array may be left out. */
 	s.client_bytes = 0;
 	KTAP_EXPECT_EQ(hd_ioctl(fd, DRM_IOCTL_HACCEL_STATS, &s), 0);
+	/* Read-only arrays. */
+	s.node_bytes = (uintptr_t)page_with(ok, sizeof(uint64_t), PROT_READ);
+	KTAP_EXPECT_EQ(hd_ioctl(fd, DRM_IOCTL_HACCEL_STATS, &s), -EFAULT);
+	s.node_bytes = 0;
+	s.client_bytes = (uintptr_t)page_with(ok, sizeof(uint64_t), PROT_READ);
+	KTAP_EXPECT_EQ(hd_ioctl(fd, DRM_IOCTL_HACCEL_STATS, &s), -EFAULT);
+}
+
+static void stats_bad_struct(void)
+{
+	int fd = hd_open();
+	struct drm_haccel_stats s = { .num_nodes = 0 };
+
+	struct_bad_pointer(&s, sizeof(s), DRM_IOCTL_HACCEL_STATS, 1, fd);
 }
 
 /* --- QUOTA_GET / QUOTA_SET ------------------------------------------------ */
@@ -589,8 +865,63 @@ static void quota_get_bad_node(void)
 	struct drm_haccel_quota q;
 
 	KTAP_EXPECT_EQ(hd_quota_get(fd, n, &q), -EINVAL);
-	KTAP_EXPECT_EQ(hd_quota_get(fd, HACCEL_NODE_ANY, &q), -EINVAL);
-	KTAP_EXPECT_EQ(hd_quota_get(fd, HACCEL_NODE_ANY - 1, &q), -EINVAL);
+	KTAP_EXPECT_EQ(hd_quota_get(fd, HACCEL_DRM_NODE_ANY, &q), -EINVAL);
+	KTAP_EXPECT_EQ(hd_quota_get(fd, HACCEL_DRM_NODE_ANY - 1, &q), -EINVAL);
+}
+
+static void quota_get_bad_struct(void)
+{
+	int fd = hd_open();
+	struct drm_haccel_quota q = { .node = 0 };
+
+	struct_bad_pointer(&q, sizeof(q), DRM_IOCTL_HACCEL_QUOTA_GET, 1, fd);
+}
+
+static void quota_set_bad_struct(void)
+{
+	int fd = hd_open();
+	struct drm_haccel_quota q;
+
+	/* Setting the limits node 0 has: harmless when it works. */
+	KTAP_ASSERT_EQ(hd_quota_get(fd, 0, &q), 0);
+	struct_bad_pointer(&q, sizeof(q), DRM_IOCTL_HACCEL_QUOTA_SET, 0, fd);
+}
+
+/*
+ * QUOTA_SET validates before it checks the capability: an unprivileged
+ * caller with a bad flag or node gets -EINVAL, with a valid call -EPERM.
+ */
+static void quota_set_validates_before_eperm(void)
+{
+	int fd = hd_open(), status;
+	uint32_t n = (uint32_t)hd_param(fd, HACCEL_PARAM_NUM_NODES);
+	struct drm_haccel_quota before, after;
+	pid_t pid;
+
+	hd_need_root();
+	KTAP_ASSERT_EQ(hd_quota_get(fd, 0, &before), 0);
+	pid = fork();
+	KTAP_ASSERT(pid >= 0);
+	if (pid == 0) {
+		struct drm_haccel_quota q = { .node = 0, .flags = 1 };
+		int ok = 1;
+
+		if (hd_drop_to_nobody())
+			_exit(3);
+		ok &= hd_ioctl(fd, DRM_IOCTL_HACCEL_QUOTA_SET, &q) == -EINVAL;
+		q.flags = 0x80000000u;
+		ok &= hd_ioctl(fd, DRM_IOCTL_HACCEL_QUOTA_SET, &q) == -EINVAL;
+		ok &= hd_quota_set(fd, n, 0, 0) == -EINVAL;
+		ok &= hd_quota_set(fd, HACCEL_DRM_NODE_ANY - 1, 0, 0) == -EINVAL;
+		ok &= hd_quota_set(fd, 0, 0, 0) == -EPERM;
+		ok &= hd_quota_set(fd, HACCEL_DRM_NODE_ANY, 0, 0) == -EPERM;
+		_exit(ok ? 0 : 1);
+	}
+	KTAP_ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	KTAP_EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	KTAP_ASSERT_EQ(hd_quota_get(fd, 0, &after), 0);
+	KTAP_EXPECT_EQ(after.node_limit, before.node_limit);
+	KTAP_EXPECT_EQ(after.client_limit, before.client_limit);
 }
 
 static void quota_set_unknown_flag(void)
@@ -616,7 +947,7 @@ static void quota_set_bad_node(void)
 	uint32_t n = (uint32_t)hd_param(fd, HACCEL_PARAM_NUM_NODES);
 
 	KTAP_EXPECT_EQ(hd_quota_set(fd, n, 0, 0), -EINVAL);
-	KTAP_EXPECT_EQ(hd_quota_set(fd, HACCEL_NODE_ANY - 1, 0, 0), -EINVAL);
+	KTAP_EXPECT_EQ(hd_quota_set(fd, HACCEL_DRM_NODE_ANY - 1, 0, 0), -EINVAL);
 }
 
 /* --- generic GEM and PRIME calls on haccel handles -------------------------- */
@@ -637,6 +968,42 @@ static void prime_export_bad_handle(void)
 	int fd = hd_open();
 
 	KTAP_EXPECT_EQ(hd_export(fd, 12345, 0), -ENOENT);
+}
+
+/*
+ * The primary node (/dev/dri/cardN, group video on Debian) serves the same
+ * ioctls as the render node: every one is DRM_RENDER_ALLOW and none needs
+ * DRM_AUTH or master. Its file is a client of its own.
+ */
+static void primary_node_serves_ioctls(void)
+{
+	int fd = hd_open(), card = hd_try_open_card(), dmabuf;
+	size_t pg = hd_page();
+	char *mem = hd_alloc(pg, -1);
+	struct drm_haccel_bo_info bi;
+	struct drm_haccel_quota q;
+	struct hd_stats st;
+	uint32_t h, h2 = 0;
+
+	if (card < 0)
+		hd_missing("no haccel primary node /dev/dri/cardN: %s", strerror(errno));
+	KTAP_EXPECT_EQ(hd_param(card, HACCEL_PARAM_UAPI_VERSION), HACCEL_UAPI_VERSION);
+	KTAP_ASSERT_EQ(hd_pin(card, mem, pg, HACCEL_DRM_NODE_ANY, 0, &h), 0);
+	KTAP_EXPECT_EQ(hd_bo_info(card, h, &bi, NULL, 0), 0);
+	KTAP_EXPECT_EQ(bi.size, pg);
+	hd_stats(card, &st);
+	KTAP_EXPECT_EQ(st.s.client_total, pg);
+	hd_stats(fd, &st);
+	KTAP_EXPECT_EQ(st.s.client_total, 0);
+	KTAP_EXPECT_EQ(hd_quota_get(card, 0, &q), 0);
+	KTAP_EXPECT_EQ(hd_quota_set(card, 0, q.node_limit, q.client_limit), 0);
+	dmabuf = hd_export(card, h, 0);
+	KTAP_ASSERT(dmabuf >= 0);
+	KTAP_EXPECT_EQ(hd_import(fd, dmabuf, &h2), 0);
+	close(dmabuf);
+	KTAP_EXPECT_EQ(hd_close_handle(card, h), 0);
+	close(card);
+	KTAP_EXPECT_EQ(hd_close_handle(fd, h2), 0);
 }
 
 static void prime_import_foreign_fd(void)
@@ -675,6 +1042,11 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(pin_kernel_address),
 	KTAP_CASE(pin_readonly_mapping),
 	KTAP_CASE(pin_pfnmap_mapping),
+	KTAP_CASE(pin_file_shared_refused),
+	KTAP_CASE(pin_file_private_refused),
+	KTAP_CASE(pin_shmem_accepted),
+	KTAP_CASE(pin_hugetlb_accepted),
+	KTAP_CASE(pin_struct_readonly),
 	KTAP_CASE(pin_bad_node),
 	KTAP_CASE(pin_strict_any_node),
 	KTAP_CASE(pin_bad_pointer),
@@ -684,15 +1056,21 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(bo_info_bad_handle),
 	KTAP_CASE(bo_info_other_files_handle),
 	KTAP_CASE(bo_info_bad_array),
+	KTAP_CASE(bo_info_bad_struct),
 	KTAP_CASE(stats_unknown_flag),
 	KTAP_CASE(stats_bad_arrays),
+	KTAP_CASE(stats_bad_struct),
 	KTAP_CASE(quota_get_unknown_flag),
 	KTAP_CASE(quota_get_bad_node),
+	KTAP_CASE(quota_get_bad_struct),
+	KTAP_CASE(quota_set_bad_struct),
+	KTAP_CASE(quota_set_validates_before_eperm),
 	KTAP_CASE(quota_set_unknown_flag),
 	KTAP_CASE(quota_set_bad_node),
 	KTAP_CASE(gem_close_bad_handle),
 	KTAP_CASE(prime_export_bad_handle),
 	KTAP_CASE(prime_import_foreign_fd),
+	KTAP_CASE(primary_node_serves_ioctls),
 };
 
 int main(int argc, char **argv)

@@ -114,14 +114,22 @@ static void t_ctl_doctor_fixture_sysfs(void)
 	test_put(root, "kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", "16\n");
 	test_put(root, "kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "12\n");
 	test_put(root, "module/haccel/initstate", "live\n");
-	test_put(root, "bus/platform/drivers/haccel/uevent", "\n");
-	test_put(root, "devices/platform/haccel.0/uevent", "\n");
-	snprintf(link, sizeof(link), "%s/devices/platform/haccel.0/driver", root);
-	snprintf(target, sizeof(target), "%s/bus/platform/drivers/haccel", root);
-	KTAP_ASSERT_EQ(symlink(target, link), 0);
+	/* As the kernel lays it out: haccel.ko's platform device, which no
+	 * driver binds, found by its modalias; and a GPU's render node before
+	 * it, bound to its driver, which must not be taken for haccel's. */
+	test_put(root, "devices/platform/haccel/modalias", "platform:haccel\n");
 	test_put(root, "class/drm/renderD129/dev", "226:129\n");
 	snprintf(link, sizeof(link), "%s/class/drm/renderD129/device", root);
-	snprintf(target, sizeof(target), "%s/devices/platform/haccel.0", root);
+	snprintf(target, sizeof(target), "%s/devices/platform/haccel", root);
+	KTAP_ASSERT_EQ(symlink(target, link), 0);
+	test_put(root, "devices/pci0000:00/0000:00:06.0/modalias", "pci:v000010DEd00002335sv000010DEsd000018BEbc03sc02i00\n");
+	test_put(root, "bus/pci/drivers/nvidia/uevent", "\n");
+	snprintf(link, sizeof(link), "%s/devices/pci0000:00/0000:00:06.0/driver", root);
+	snprintf(target, sizeof(target), "%s/bus/pci/drivers/nvidia", root);
+	KTAP_ASSERT_EQ(symlink(target, link), 0);
+	test_put(root, "class/drm/renderD128/dev", "226:128\n");
+	snprintf(link, sizeof(link), "%s/class/drm/renderD128/device", root);
+	snprintf(target, sizeof(target), "%s/devices/pci0000:00/0000:00:06.0", root);
 	KTAP_ASSERT_EQ(symlink(target, link), 0);
 
 	setenv("HACCEL_SYSFS_ROOT", root, 1);
@@ -308,14 +316,22 @@ static void driver_fixture(const char *root)
 
 	test_put(root, "devices/system/node/node0/cpulist", "0\n");
 	test_put(root, "module/haccel/initstate", "live\n");
-	test_put(root, "bus/platform/drivers/haccel/uevent", "\n");
-	test_put(root, "devices/platform/haccel.0/uevent", "\n");
-	snprintf(link, sizeof(link), "%s/devices/platform/haccel.0/driver", root);
-	snprintf(target, sizeof(target), "%s/bus/platform/drivers/haccel", root);
-	KTAP_ASSERT_EQ(symlink(target, link), 0);
+	/* As the kernel lays it out: haccel.ko's platform device, which no
+	 * driver binds, found by its modalias; and a GPU's render node before
+	 * it, bound to its driver, which must not be taken for haccel's. */
+	test_put(root, "devices/platform/haccel/modalias", "platform:haccel\n");
 	test_put(root, "class/drm/renderD129/dev", "226:129\n");
 	snprintf(link, sizeof(link), "%s/class/drm/renderD129/device", root);
-	snprintf(target, sizeof(target), "%s/devices/platform/haccel.0", root);
+	snprintf(target, sizeof(target), "%s/devices/platform/haccel", root);
+	KTAP_ASSERT_EQ(symlink(target, link), 0);
+	test_put(root, "devices/pci0000:00/0000:00:06.0/modalias", "pci:v000010DEd00002335sv000010DEsd000018BEbc03sc02i00\n");
+	test_put(root, "bus/pci/drivers/nvidia/uevent", "\n");
+	snprintf(link, sizeof(link), "%s/devices/pci0000:00/0000:00:06.0/driver", root);
+	snprintf(target, sizeof(target), "%s/bus/pci/drivers/nvidia", root);
+	KTAP_ASSERT_EQ(symlink(target, link), 0);
+	test_put(root, "class/drm/renderD128/dev", "226:128\n");
+	snprintf(link, sizeof(link), "%s/class/drm/renderD128/device", root);
+	snprintf(target, sizeof(target), "%s/devices/pci0000:00/0000:00:06.0", root);
 	KTAP_ASSERT_EQ(symlink(target, link), 0);
 }
 

@@ -3,11 +3,13 @@
  * haccel_drm.h - the ABI of haccel.ko, the pinned host memory broker.
  *
  * The driver is a DRM render-node driver (DRIVER_GEM | DRIVER_RENDER) on a
- * software-only device. Userspace allocates its memory (anonymous or
- * hugetlb, bound to a NUMA node) and asks the driver to pin those pages
- * long-term as a GEM buffer object; the same memory stays registrable with
- * CUDA and io_uring. Handles are closed with DRM_IOCTL_GEM_CLOSE and shared
- * as dma-bufs with DRM_IOCTL_PRIME_HANDLE_TO_FD.
+ * software-only device; every ioctl here is allowed on its render node and
+ * its primary node alike. Userspace allocates its memory (anonymous,
+ * hugetlb or shmem, bound to a NUMA node) and asks the driver to pin those
+ * pages long-term as a GEM buffer object; the same memory stays
+ * registrable with CUDA and io_uring. Handles are closed with
+ * DRM_IOCTL_GEM_CLOSE and shared as dma-bufs with
+ * DRM_IOCTL_PRIME_HANDLE_TO_FD.
  *
  * Rules every struct here follows (Documentation/process/botching-up-ioctls.rst):
  * fixed-width fields, __u64 for user pointers, sizes a multiple of 8,
@@ -16,6 +18,10 @@
  * shorter than its first version is rejected with -EINVAL, a longer one is
  * accepted only if the bytes the driver does not know are all zero (else
  * -E2BIG). docs/abi.md is the full reference.
+ *
+ * Installed by `make install` as <haccel_drm.h>; it includes "drm.h" as the
+ * kernel's DRM uapi headers do, so userspace compiles it with
+ * `pkg-config --cflags libdrm` on the include path.
  */
 #ifndef _HACCEL_DRM_H_
 #define _HACCEL_DRM_H_
@@ -113,7 +119,7 @@ struct drm_haccel_param {
  * Expected node of DRM_IOCTL_HACCEL_PIN (and node of QUOTA_SET) meaning "any"
  * (respectively "every node").
  */
-#define HACCEL_NODE_ANY			0xffffffffU
+#define HACCEL_DRM_NODE_ANY			0xffffffffU
 
 /* PIN flags. */
 /* Fail with -EXDEV if any page is not on the expected node. */
@@ -124,13 +130,22 @@ struct drm_haccel_param {
  * struct drm_haccel_pin - pin user memory as a buffer object (DRM_IOCTL_HACCEL_PIN)
  *
  * The pages of [@addr, @addr + @size) are faulted in if needed and pinned
- * long-term (FOLL_LONGTERM | FOLL_WRITE): the range must be writable memory
- * such as anonymous or hugetlb mappings. The pages stay pinned until the
- * buffer's last reference goes: its handles closed (DRM_IOCTL_GEM_CLOSE or
- * the file closed, which includes process death) and every dma-buf
- * exported from it released. The bytes count against the quotas of the
- * nodes the pages are on, charged to this file; over quota the call fails
- * with -EDQUOT and pins nothing.
+ * long-term (FOLL_LONGTERM | FOLL_WRITE): the range must be writable
+ * memory that no file system writes back, i.e. anonymous, hugetlb or shmem
+ * (memfd, tmpfs, MAP_SHARED | MAP_ANONYMOUS) mappings. Any other mapping
+ * in the range (a file on a disk file system, shared or private) fails the
+ * call with -EOPNOTSUPP before anything is pinned; a hole or a
+ * VM_IO/VM_PFNMAP mapping with -EFAULT (the mappings are checked in
+ * address order), and then a page not writable with -EFAULT too. The
+ * pages stay pinned until the buffer's last reference goes: its handles
+ * closed (DRM_IOCTL_GEM_CLOSE or the file closed, which includes process
+ * death) and every dma-buf exported from it released. The bytes count
+ * against the quotas of the nodes the pages are on, charged to this file;
+ * over quota the call fails with -EDQUOT and pins nothing. A fatal signal
+ * while pinning fails it with -EINTR, pinning nothing.
+ *
+ * Before pinning, the driver makes sure the struct can be written back, so
+ * one in read-only memory fails with -EFAULT and pins nothing.
  */
 struct drm_haccel_pin {
 	/** @addr: in: start of the range, a multiple of HACCEL_PARAM_PAGE_SIZE. */
@@ -141,7 +156,7 @@ struct drm_haccel_pin {
 	 */
 	__u64 size;
 	/**
-	 * @node: in: NUMA node the pages are expected on, or HACCEL_NODE_ANY.
+	 * @node: in: NUMA node the pages are expected on, or HACCEL_DRM_NODE_ANY.
 	 * A node must be online. Without HACCEL_PIN_STRICT_NODE it is only
 	 * used to fail early when the size cannot fit that node's quota.
 	 */
@@ -222,13 +237,17 @@ struct drm_haccel_stats {
  *
  * A PIN fails with -EDQUOT when, on any node its pages are on, it would
  * take that node's pinned bytes over @node_limit or the file's pinned bytes
- * on that node over @client_limit. QUOTA_GET is open to every client;
- * QUOTA_SET needs CAP_SYS_ADMIN (-EPERM without). Lowering a limit below
- * what is pinned unpins nothing: later PINs fail until usage drops.
+ * on that node over @client_limit. The check and the charge are one atomic
+ * step, so the charged bytes never exceed a limit; the charge follows the
+ * pin, so while PINs are in flight up to their sizes may be pinned but not
+ * yet charged (or refused). QUOTA_GET is open to every client; QUOTA_SET
+ * validates its arguments (-EINVAL), then needs CAP_SYS_ADMIN (-EPERM
+ * without). Lowering a limit below what is pinned unpins nothing: later
+ * PINs fail until usage drops.
  */
 struct drm_haccel_quota {
 	/**
-	 * @node: in: the node, online; for QUOTA_SET also HACCEL_NODE_ANY,
+	 * @node: in: the node, online; for QUOTA_SET also HACCEL_DRM_NODE_ANY,
 	 * which sets every node.
 	 */
 	__u32 node;

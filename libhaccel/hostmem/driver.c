@@ -51,13 +51,10 @@
 #include "driver.h"
 #include "hostmem.h"
 
-/* haccel.h's "any node" (an int32_t); the uapi's is the __u32 0xffffffff. */
-#define LIB_NODE_ANY (-1)
 #ifdef HAVE_LIBDRM
 #include <xf86drm.h>
 
-/* Below, HACCEL_NODE_ANY is the uapi's (the same node in a __u32). */
-#undef HACCEL_NODE_ANY
+/* Its HACCEL_DRM_NODE_ANY (a __u32) is haccel.h's HACCEL_NODE_ANY (-1). */
 #include "uapi/haccel_drm.h"
 #endif
 
@@ -198,10 +195,15 @@ static bool is_dir(const char *path)
 	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* The render node sysfs gives the haccel device ("/dev/dri/renderD128"). */
+/*
+ * The render node sysfs gives the haccel device ("/dev/dri/renderD128"):
+ * the one whose device is the platform device haccel.ko registers, named
+ * by its modalias "platform:haccel". (No driver binds to that device, so
+ * there is no device/driver link to go by.)
+ */
 static void sysfs_render_node(struct haccel_ctx *ctx, char *out, size_t len)
 {
-	char dir[512], path[800], link[512];
+	char dir[512], path[800], alias[128];
 	struct dirent *e;
 	DIR *dp;
 
@@ -211,19 +213,21 @@ static void sysfs_render_node(struct haccel_ctx *ctx, char *out, size_t len)
 	if (!dp)
 		return;
 	while ((e = readdir(dp))) {
-		const char *base;
-		ssize_t n;
+		FILE *f;
+		bool match = false;
 
-		if (strncmp(e->d_name, "renderD", 7))
+		if (strncmp(e->d_name, "renderD", 7) || strlen(e->d_name) >= 40)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s/device/driver", dir, e->d_name);
-		n = readlink(path, link, sizeof(link) - 1);
-		if (n <= 0)
+		snprintf(path, sizeof(path), "%s/%s/device/modalias", dir, e->d_name);
+		f = fopen(path, "re");
+		if (!f)
 			continue;
-		link[n] = '\0';
-		base = strrchr(link, '/');
-		base = base ? base + 1 : link;
-		if (!strcmp(base, "haccel") && strlen(e->d_name) < 40) {
+		if (fgets(alias, sizeof(alias), f)) {
+			alias[strcspn(alias, "\n")] = '\0';
+			match = !strcmp(alias, "platform:haccel");
+		}
+		fclose(f);
+		if (match) {
 			snprintf(out, len, "/dev/dri/%.40s", e->d_name);
 			break;
 		}
@@ -652,7 +656,7 @@ int haccel__driver_pin(struct haccel_ctx *ctx, void *ptr, uint64_t bytes, int no
 		struct drm_haccel_pin p = {
 			.addr = (uintptr_t)ptr + done,
 			.size = bytes - done < piece ? bytes - done : piece,
-			.node = node >= 0 ? (uint32_t)node : HACCEL_NODE_ANY,
+			.node = node >= 0 ? (uint32_t)node : HACCEL_DRM_NODE_ANY,
 			.flags = strict && node >= 0 ? HACCEL_PIN_STRICT_NODE : 0,
 		};
 
@@ -867,7 +871,7 @@ int haccel_driver_quota_set(struct haccel_ctx *ctx, int32_t node, uint64_t node_
 
 	if (!ctx)
 		return -EINVAL;
-	if (node < 0 && node != LIB_NODE_ANY)
+	if (node < 0 && node != HACCEL_NODE_ANY)
 		return haccel__fail(ctx, -EINVAL, "driver: node %d is neither a node id nor HACCEL_NODE_ANY",
 				    node);
 	ret = usable(ctx, "cannot set a quota");
@@ -881,13 +885,13 @@ int haccel_driver_quota_set(struct haccel_ctx *ctx, int32_t node, uint64_t node_
 	{
 		struct haccel__driver *d = ctx->driver;
 		struct drm_haccel_quota q = {
-			.node = node == LIB_NODE_ANY ? HACCEL_NODE_ANY : (uint32_t)node,
+			.node = node == HACCEL_NODE_ANY ? HACCEL_DRM_NODE_ANY : (uint32_t)node,
 			.node_limit = node_limit,
 			.client_limit = client_limit,
 		};
 		char which[32];
 
-		if (node == LIB_NODE_ANY)
+		if (node == HACCEL_NODE_ANY)
 			snprintf(which, sizeof(which), "every node");
 		else
 			snprintf(which, sizeof(which), "node %d", node);

@@ -12,11 +12,19 @@
 # into a cache. The guest is a busybox initramfs with the DRM core, the
 # disk drivers, haccel.ko and the static test binaries (tests/driver-*.c;
 # tests/driver-lib-*.c link the build tree's libhaccel and a static
-# haccel-ctl comes along for them), on two NUMA nodes, with a small ext2
-# disk for the O_DIRECT reads (a pattern file and a safetensors
-# checkpoint). Each
-# guest case is relayed as one result; a BUG:, WARNING: or Oops in the
-# guest's kernel log, or a guest that does not finish in time, fails.
+# haccel-ctl comes along for them), on two NUMA nodes of two CPUs each,
+# with a small ext4 disk holding the files of the O_DIRECT reads (a
+# pattern file and a safetensors checkpoint) and a scratch directory for
+# file-backed mappings; the guest mounts it read-write, its writes going
+# to a throw-away qemu snapshot, so the cached image never changes. vgem
+# (and udmabuf, where the package has it as a module) are loaded after
+# haccel.ko as exporters of foreign dma-bufs. The guest kernel runs with
+# slub_debug=FZPU on the kmalloc and filp caches, where the objects of the
+# driver, of its files and of its dma-bufs live (on all caches it would
+# double the run time), and KFENCE sampling every millisecond where the
+# kernel has it. Each guest case is relayed as one result; a BUG:,
+# WARNING: or Oops in the guest's kernel log, or a guest that does not
+# finish in time, fails.
 # What cannot be had (driver not configured, a package missing, no network
 # for the download) makes every case a SKIP with the reason.
 #
@@ -46,11 +54,14 @@ tests=()
 for f in "$srcdir"/tests/driver-*.c; do
 	[ -e "$f" ] || continue
 	t=$(basename "$f" .c)
-	[ "$t" = driver-unload ] && continue
+	case $t in driver-unload | driver-params) continue ;; esac
 	tests+=("$t")
 done
-# Unloading the module goes last: it reloads it, with default parameters.
-[ -e "$srcdir/tests/driver-unload.c" ] && tests+=(driver-unload)
+# The tests that unload and reload the module go last; each leaves it
+# loaded with default parameters.
+for t in driver-unload driver-params; do
+	[ -e "$srcdir/tests/$t.c" ] && tests+=("$t")
+done
 
 # skip_all REASON: everything is a skip (one case when nothing is listed yet).
 skip_all() {
@@ -227,12 +238,17 @@ extract_vmlinux() {
 }
 
 # The modules the guest loads before haccel.ko; their dependencies follow.
-# ext4 (which mounts the ext2 disk) asks the crypto API for crc32c at mount
+# ext4 (which mounts the data disk) asks the crypto API for crc32c at mount
 # time, which no depends= line names.
 want_modules="drm virtio_pci virtio_blk crc32c_generic ext4"
+# Loaded after haccel.ko (which keeps the first render node), where the
+# package has them as modules: exporters of foreign dma-bufs. udmabuf is
+# built into Debian's 6.12 and not configured in its 6.1; vgem is a module
+# in both.
+extra_modules="udmabuf vgem"
 
 prepare_kernel() {
-	local dir=$1 deb tmp found m f name dep
+	local dir=$1 deb tmp found m f name dep order
 	tmp=$(mktemp -d "$cache/tmp.XXXXXX") || return 1
 	if [ -n "${HACCEL_VM_IMAGE_DEB:-}" ]; then
 		deb=$HACCEL_VM_IMAGE_DEB
@@ -254,17 +270,22 @@ prepare_kernel() {
 		'./lib/modules/*/kernel/drivers/block/virtio_blk.ko*' \
 		'./lib/modules/*/kernel/fs/ext4/*' './lib/modules/*/kernel/fs/jbd2/*' \
 		'./lib/modules/*/kernel/fs/mbcache.ko*' './lib/modules/*/kernel/lib/*' \
-		'./lib/modules/*/kernel/crypto/*' 2>/dev/null
+		'./lib/modules/*/kernel/crypto/*' \
+		'./lib/modules/*/kernel/drivers/gpu/drm/vgem/*' \
+		'./lib/modules/*/kernel/drivers/gpu/drm/drm_shmem_helper.ko*' \
+		'./lib/modules/*/kernel/drivers/dma-buf/*' 2>/dev/null
 	mkdir -p "$tmp/out/modules"
 	extract_vmlinux "$tmp"/x/boot/vmlinuz-* "$tmp/out/vmlinux" || { rm -rf "$tmp"; return 3; }
 	cp "$tmp"/x/lib/modules/*/modules.builtin "$tmp/out/modules.builtin" 2>/dev/null ||
 		: >"$tmp/out/modules.builtin"
-	# Resolve dependencies depth first; the order file lists parents after
-	# their dependencies.
+	# Resolve dependencies depth first; the order files list parents after
+	# their dependencies (order.extra: what only the extra modules need).
 	: >"$tmp/out/modules/order"
+	: >"$tmp/out/modules/order.extra"
+	order=$tmp/out/modules/order
 	resolve() {
 		local name=$1 file base
-		grep -qx "$name" "$tmp/out/modules/order" && return 0
+		grep -qx "$name" "$tmp/out/modules/order" "$tmp/out/modules/order.extra" && return 0
 		grep -q "/${name//_/[-_]}\.ko" "$tmp/out/modules.builtin" && return 0
 		file=$(find "$tmp/x/lib/modules" -regex ".*/${name//_/[-_]}\.ko\(\.xz\|\.zst\|\.gz\)?" | head -n 1)
 		if [ -z "$file" ]; then
@@ -285,11 +306,21 @@ prepare_kernel() {
 		for dep in $(modinfo_field "$base" depends | tr ',' ' '); do
 			resolve "$dep" || return 1
 		done
-		echo "$name" >>"$tmp/out/modules/order"
+		echo "$name" >>"$order"
 	}
 	for m in $want_modules; do
 		resolve "$m" || { rm -rf "$tmp"; return 4; }
 	done
+	order=$tmp/out/modules/order.extra
+	for m in $extra_modules; do
+		grep -q "/${m//_/[-_]}\.ko" "$tmp/out/modules.builtin" && continue
+		if ! dpkg-deb -c "$deb" | grep -qE "/${m//_/[-_]}\.ko(\.xz|\.zst|\.gz)?$"; then
+			echo "# $m is not a module of linux-image-$krel (built in or not configured)"
+			continue
+		fi
+		resolve "$m" || { rm -rf "$tmp"; return 4; }
+	done
+	echo "$want_modules / $extra_modules" >"$tmp/out/modules/wanted"
 	rm -rf "$dir"
 	mv "$tmp/out" "$dir" && rm -rf "$tmp"
 }
@@ -310,7 +341,9 @@ mkdir -p "$cache" || skip_all "cannot create the cache $cache"
 kcache=$cache/$krel-${kver:-local}
 exec 9>"$cache/.lock"
 flock 9
-if [ ! -f "$kcache/vmlinux" ]; then
+# A cache made for another list of modules is made again.
+if [ ! -f "$kcache/vmlinux" ] ||
+	[ "$(cat "$kcache/modules/wanted" 2>/dev/null)" != "$want_modules / $extra_modules" ]; then
 	echo "# preparing $krel ($kver) in $kcache"
 	prepare_kernel "$kcache"
 	case $? in
@@ -348,7 +381,7 @@ mkdir -p "$root"/{bin,dev,proc,sys,tmp,mnt,modules,tests}
 cp "$busybox" "$root/bin/busybox"
 cp "$srcdir/tests/vm/init.sh" "$root/init"
 chmod 755 "$root/init"
-cp "$kcache"/modules/*.ko "$kcache/modules/order" "$root/modules/"
+cp "$kcache"/modules/*.ko "$kcache/modules/order" "$kcache/modules/order.extra" "$root/modules/"
 cp "$module" "$root/modules/haccel.ko"
 for t in "${tests[@]}"; do cp "$bindir/$t" "$root/tests/"; done
 [ -z "$lib_skip" ] && cp "$ctl_bin" "$root/tests/haccel-ctl"
@@ -357,21 +390,27 @@ printf '%s\n' "${tests[@]}" >"$root/tests/order"
 (cd "$root" && find . | if command -v cpio >/dev/null; then cpio -o -H newc --quiet; else
 	"$busybox" cpio -o -H newc 2>/dev/null; fi) >"$work/initrd.cpio"
 
-# The O_DIRECT data disk: an ext2 image holding the pattern file and (for
+# The data disk: an ext4 image holding the pattern file and (for
 # the library's loader) a safetensors checkpoint, written by the binaries
 # that read them.
-disk=$vmdir/data.img
+disk=$vmdir/data-ext4.img
 if [ ! -f "$disk" ] || [ "$bindir/driver-uring" -nt "$disk" ] ||
 	{ [ -x "$bindir/driver-lib-load" ] && [ "$bindir/driver-lib-load" -nt "$disk" ]; }; then
 	mkdir -p "$work/disk"
 	"$bindir/driver-uring" --write-pattern "$work/disk/weights.bin" $((8 << 20)) &&
 		{ [ ! -x "$bindir/driver-lib-load" ] ||
 			"$bindir/driver-lib-load" --write-checkpoint "$work/disk/model.safetensors"; } &&
-		mke2fs -q -F -t ext2 -b 4096 -d "$work/disk" "$disk.tmp" 32M >"$work/mke2fs.log" 2>&1 &&
+		mke2fs -q -F -t ext4 -b 4096 -d "$work/disk" "$disk.tmp" 32M >"$work/mke2fs.log" 2>&1 &&
 		mv "$disk.tmp" "$disk" || { sed 's/^/# /' "$work/mke2fs.log"; rm -f "$disk.tmp"; }
 fi
 
 # --- boot ------------------------------------------------------------------------
+
+# Allocator debugging, so a reference counting bug shows as a BUG in the
+# log; the U (allocation traces) also lets driver-unload count the driver's
+# live objects.
+append="console=ttyS0 loglevel=5 panic=-1 rdinit=/init slub_debug=FZPU,kmalloc-*,filp"
+grep -q '^CONFIG_KFENCE=y' "$kdir/.config" 2>/dev/null && append="$append kfence.sample_interval=1"
 
 accel=tcg cpu=qemu64
 if [ -w /dev/kvm ] && { [ -d /sys/module/kvm_intel ] || [ -d /sys/module/kvm_amd ]; }; then
@@ -380,12 +419,12 @@ fi
 echo "# booting with $accel after $(($(date +%s) - start)) s"
 boot_start=$(date +%s)
 timeout -k 5 "$timeout_s" qemu-system-x86_64 -M pc -accel "$accel" -cpu "$cpu" \
-	-m 512M -smp 2,sockets=2 \
+	-m 512M -smp 4,sockets=2,cores=2,threads=1 \
 	-object memory-backend-ram,id=m0,size=256M -object memory-backend-ram,id=m1,size=256M \
-	-numa node,nodeid=0,cpus=0,memdev=m0 -numa node,nodeid=1,cpus=1,memdev=m1 \
+	-numa node,nodeid=0,cpus=0-1,memdev=m0 -numa node,nodeid=1,cpus=2-3,memdev=m1 \
 	-kernel "$kcache/vmlinux" -initrd "$work/initrd.cpio" \
-	-append "console=ttyS0 loglevel=5 panic=-1 rdinit=/init" \
-	-drive "file=$disk,format=raw,if=virtio,readonly=on" \
+	-append "$append" \
+	-drive "file=$disk,format=raw,if=virtio,snapshot=on" \
 	-display none -nodefaults -no-user-config -no-reboot \
 	-serial "file:$work/console.log" -serial "file:$work/guest.log" \
 	>"$work/qemu.log" 2>&1
@@ -411,8 +450,13 @@ awk -v first=$((ok_n + 1)) -v ncases=$(($(wc -l <"$planned") - fixed_lines)) '
 		if (FNR > 2 && FNR <= 2 + ncases) { order[FNR - 2] = $0 }
 		next
 	}
-	/^HACCEL-VM: begin / { bin = $3; next }
-	/^HACCEL-VM: end / { if (bin != "" && $4 != "0") print "# " bin " exited " $4; bin = ""; next }
+	/^HACCEL-VM: begin / { bin = $3; began = $4; next }
+	/^HACCEL-VM: end / {
+		if (bin != "" && $4 != "0") print "# " bin " exited " $4
+		if (bin != "" && $5 != "") printf "# %s ran %.1f s\n", bin, $5 - began
+		bin = ""
+		next
+	}
 	/^HACCEL-VM: dmesg/ { bin = ""; exit }
 	bin == "" { next }
 	/^(not )?ok [0-9]+ / {
