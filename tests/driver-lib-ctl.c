@@ -29,10 +29,7 @@ static void ctl_as(uid_t uid, ...)
 {
 	const char *tool = getenv("HACCEL_CTL");
 	const char *argv[32];
-	char errpath[] = "/tmp/haccel-ctl-err-XXXXXX";
-	int pout[2], efd, st, n = 0;
 	va_list ap;
-	pid_t pid;
 
 	if (!tool && getenv("HACCEL_VM_GUEST")) {
 		ktap_fail_at(__FILE__, __LINE__, "HACCEL_CTL not set in the guest");
@@ -40,36 +37,10 @@ static void ctl_as(uid_t uid, ...)
 	}
 	if (!tool)
 		ktap_skip("HACCEL_CTL not set");
-	argv[n++] = tool;
 	va_start(ap, uid);
-	while (n < 31 && (argv[n] = va_arg(ap, const char *)))
-		n++;
+	tool_argv(argv, tool, ap);
 	va_end(ap);
-	argv[n] = NULL;
-	KTAP_ASSERT(pipe(pout) == 0);
-	efd = mkstemp(errpath);
-	KTAP_ASSERT(efd >= 0);
-	unlink(errpath);
-	pid = fork();
-	KTAP_ASSERT(pid >= 0);
-	if (pid == 0) {
-		dup2(pout[1], STDOUT_FILENO);
-		dup2(efd, STDERR_FILENO);
-		close(pout[0]);
-		close(pout[1]);
-		if (uid && (setgroups(0, NULL) || setresgid(uid, uid, uid) || setresuid(uid, uid, uid)))
-			_exit(126);
-		execv(tool, (char *const *)argv);
-		_exit(127);
-	}
-	close(pout[1]);
-	test_drain(pout[0], r.out, sizeof(r.out));
-	close(pout[0]);
-	waitpid(pid, &st, 0);
-	lseek(efd, 0, SEEK_SET);
-	test_drain(efd, r.err, sizeof(r.err));
-	close(efd);
-	r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	tool_run_argv(&r, argv, uid);
 	if (r.status == 126)
 		ktap_fail_at(__FILE__, __LINE__, "cannot become uid %u", (unsigned int)uid);
 }

@@ -223,29 +223,11 @@ static void t_fixture_loaded_node_missing(void)
 {
 	const char *root = hm_fixture_new();
 	struct haccel_driver_info di = { .size = sizeof(di) };
-	char link[600], target[600];
 	struct haccel_ctx *ctx;
 	struct haccel_hostmem *m;
 	int ret;
 
-	hm_put(root, "module/haccel/initstate", "live\n");
-	/* As the kernel lays it out: haccel.ko's platform device, which no
-	 * driver binds, found by its modalias; and a GPU's render node before
-	 * it, bound to its driver, which must not be taken for haccel's. */
-	hm_put(root, "devices/platform/haccel/modalias", "platform:haccel\n");
-	hm_put(root, "class/drm/renderD250/dev", "226:250\n");
-	snprintf(link, sizeof(link), "%s/class/drm/renderD250/device", root);
-	snprintf(target, sizeof(target), "%s/devices/platform/haccel", root);
-	KTAP_ASSERT_EQ(symlink(target, link), 0);
-	hm_put(root, "devices/pci0000:00/0000:00:06.0/modalias", "pci:v000010DEd00002335sv000010DEsd000018BEbc03sc02i00\n");
-	hm_put(root, "bus/pci/drivers/nvidia/uevent", "\n");
-	snprintf(link, sizeof(link), "%s/devices/pci0000:00/0000:00:06.0/driver", root);
-	snprintf(target, sizeof(target), "%s/bus/pci/drivers/nvidia", root);
-	KTAP_ASSERT_EQ(symlink(target, link), 0);
-	hm_put(root, "class/drm/renderD128/dev", "226:128\n");
-	snprintf(link, sizeof(link), "%s/class/drm/renderD128/device", root);
-	snprintf(target, sizeof(target), "%s/devices/pci0000:00/0000:00:06.0", root);
-	KTAP_ASSERT_EQ(symlink(target, link), 0);
+	test_sysfs_haccel(root, 250);
 	if (access("/dev/dri/renderD250", F_OK) == 0)
 		ktap_skip("this machine has a /dev/dri/renderD250");
 

@@ -4,6 +4,7 @@
 #define HACCEL_TESTS_TEST_UTIL_H
 
 #include <fcntl.h>
+#include <grp.h>
 #include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "haccel.h"
 #include "ktap.h"
 
 /* Write text to root/rel, making the directories on the way. */
@@ -67,28 +69,97 @@ static inline void test_drain(int fd, char *buf, size_t len)
 	buf[got] = '\0';
 }
 
-/*
- * Run the tool named by environment variable env (set by make check) with
- * the NULL-terminated arguments; keep stdout and stderr. Skips the case
- * when env is unset.
- */
-static inline void tool_run(struct tool_result *r, const char *env, ...)
-{
-	const char *tool = getenv(env);
-	const char *argv[32];
-	char errpath[] = "/tmp/haccel-test-err-XXXXXX";
-	int pout[2], efd, st, n = 0;
-	va_list ap;
-	pid_t pid;
+/* A context that keeps its log lines (all levels, the first 64), for
+ * tests of what the library says. */
+struct log_cap {
+	int n;
+	int level[64];
+	char line[64][512];
+};
 
-	if (!tool)
-		ktap_skip("%s not set: run through make check", env);
-	argv[n++] = tool;
-	va_start(ap, env);
-	while (n < 31 && (argv[n] = va_arg(ap, const char *)))
-		n++;
-	va_end(ap);
-	argv[n] = NULL;
+static inline void cap_log(void *user, int level, const char *msg)
+{
+	struct log_cap *c = user;
+
+	if (c->n < 64) {
+		c->level[c->n] = level;
+		snprintf(c->line[c->n], sizeof(c->line[0]), "%s", msg);
+		c->n++;
+	}
+}
+
+static inline struct haccel_ctx *cap_ctx(struct log_cap *c)
+{
+	struct haccel_open_params p;
+	struct haccel_ctx *ctx = NULL;
+
+	memset(c, 0, sizeof(*c));
+	haccel_open_params_init(&p);
+	p.log_fn = cap_log;
+	p.log_user = c;
+	p.log_level = HACCEL_LOG_DEBUG;
+	KTAP_ASSERT_EQ(haccel_open(&p, &ctx), 0);
+	return ctx;
+}
+
+/* Lines logged at level that contain s (NULL: any), each printed. */
+static inline int cap_count(const struct log_cap *c, int level, const char *s)
+{
+	int n = 0;
+
+	for (int i = 0; i < c->n; i++)
+		if (c->level[i] == level && (!s || strstr(c->line[i], s))) {
+			ktap_diag("log %d: %s", level, c->line[i]);
+			n++;
+		}
+	return n;
+}
+
+/* A symbolic link root/rel -> root/to. */
+static inline void test_link(const char *root, const char *rel, const char *to)
+{
+	char link[600], target[600];
+
+	snprintf(link, sizeof(link), "%s/%s", root, rel);
+	snprintf(target, sizeof(target), "%s/%s", root, to);
+	KTAP_ASSERT_EQ(symlink(target, link), 0);
+}
+
+/*
+ * Under a fixture sysfs root: haccel.ko loaded with render node
+ * renderD<minor>, as the kernel lays it out (its platform device, which no
+ * driver binds, known by its modalias), and a GPU's render node renderD128
+ * before it, bound to its driver, which must not be taken for haccel's.
+ */
+static inline void test_sysfs_haccel(const char *root, unsigned int minor)
+{
+	char rel[64], dev[32];
+
+	test_put(root, "module/haccel/initstate", "live\n");
+	test_put(root, "devices/platform/haccel/modalias", "platform:haccel\n");
+	snprintf(rel, sizeof(rel), "class/drm/renderD%u/dev", minor);
+	snprintf(dev, sizeof(dev), "226:%u\n", minor);
+	test_put(root, rel, dev);
+	snprintf(rel, sizeof(rel), "class/drm/renderD%u/device", minor);
+	test_link(root, rel, "devices/platform/haccel");
+	test_put(root, "devices/pci0000:00/0000:00:06.0/modalias",
+		 "pci:v000010DEd00002335sv000010DEsd000018BEbc03sc02i00\n");
+	test_put(root, "bus/pci/drivers/nvidia/uevent", "\n");
+	test_link(root, "devices/pci0000:00/0000:00:06.0/driver", "bus/pci/drivers/nvidia");
+	test_put(root, "class/drm/renderD128/dev", "226:128\n");
+	test_link(root, "class/drm/renderD128/device", "devices/pci0000:00/0000:00:06.0");
+}
+
+/*
+ * Run argv[0] with argv (NULL-terminated), as user uid when uid is not 0
+ * (the caller must be root); keep stdout and stderr. Status 126: the child
+ * could not become uid.
+ */
+static inline void tool_run_argv(struct tool_result *r, const char *const *argv, uid_t uid)
+{
+	char errpath[] = "/tmp/haccel-test-err-XXXXXX";
+	int pout[2], efd, st;
+	pid_t pid;
 
 	KTAP_ASSERT(pipe(pout) == 0);
 	efd = mkstemp(errpath);
@@ -101,7 +172,9 @@ static inline void tool_run(struct tool_result *r, const char *env, ...)
 		dup2(efd, STDERR_FILENO);
 		close(pout[0]);
 		close(pout[1]);
-		execv(tool, (char *const *)argv);
+		if (uid && (setgroups(0, NULL) || setresgid(uid, uid, uid) || setresuid(uid, uid, uid)))
+			_exit(126);
+		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
 	close(pout[1]);
@@ -112,6 +185,37 @@ static inline void tool_run(struct tool_result *r, const char *env, ...)
 	test_drain(efd, r->err, sizeof(r->err));
 	close(efd);
 	r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The tool named by env, then the arguments of ap up to NULL, into argv
+ * (32 entries). */
+static inline void tool_argv(const char **argv, const char *tool, va_list ap)
+{
+	int n = 0;
+
+	argv[n++] = tool;
+	while (n < 31 && (argv[n] = va_arg(ap, const char *)))
+		n++;
+	argv[n] = NULL;
+}
+
+/*
+ * Run the tool named by environment variable env (set by make check) with
+ * the NULL-terminated arguments; keep stdout and stderr. Skips the case
+ * when env is unset.
+ */
+static inline void tool_run(struct tool_result *r, const char *env, ...)
+{
+	const char *tool = getenv(env);
+	const char *argv[32];
+	va_list ap;
+
+	if (!tool)
+		ktap_skip("%s not set: run through make check", env);
+	va_start(ap, env);
+	tool_argv(argv, tool, ap);
+	va_end(ap);
+	tool_run_argv(r, argv, 0);
 }
 
 #endif /* HACCEL_TESTS_TEST_UTIL_H */

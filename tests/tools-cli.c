@@ -99,7 +99,7 @@ static void t_ctl_doctor_this_node(void)
 
 static void t_ctl_doctor_fixture_sysfs(void)
 {
-	char root[] = "/tmp/haccel-sysfs-XXXXXX", link[600], target[600];
+	char root[] = "/tmp/haccel-sysfs-XXXXXX";
 	json_t *j, *nodes, *n1, *d;
 
 	KTAP_ASSERT(mkdtemp(root) != NULL);
@@ -113,24 +113,7 @@ static void t_ctl_doctor_fixture_sysfs(void)
 	test_put(root, "kernel/mm/transparent_hugepage/enabled", "always [madvise] never\n");
 	test_put(root, "kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", "16\n");
 	test_put(root, "kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "12\n");
-	test_put(root, "module/haccel/initstate", "live\n");
-	/* As the kernel lays it out: haccel.ko's platform device, which no
-	 * driver binds, found by its modalias; and a GPU's render node before
-	 * it, bound to its driver, which must not be taken for haccel's. */
-	test_put(root, "devices/platform/haccel/modalias", "platform:haccel\n");
-	test_put(root, "class/drm/renderD129/dev", "226:129\n");
-	snprintf(link, sizeof(link), "%s/class/drm/renderD129/device", root);
-	snprintf(target, sizeof(target), "%s/devices/platform/haccel", root);
-	KTAP_ASSERT_EQ(symlink(target, link), 0);
-	test_put(root, "devices/pci0000:00/0000:00:06.0/modalias", "pci:v000010DEd00002335sv000010DEsd000018BEbc03sc02i00\n");
-	test_put(root, "bus/pci/drivers/nvidia/uevent", "\n");
-	snprintf(link, sizeof(link), "%s/devices/pci0000:00/0000:00:06.0/driver", root);
-	snprintf(target, sizeof(target), "%s/bus/pci/drivers/nvidia", root);
-	KTAP_ASSERT_EQ(symlink(target, link), 0);
-	test_put(root, "class/drm/renderD128/dev", "226:128\n");
-	snprintf(link, sizeof(link), "%s/class/drm/renderD128/device", root);
-	snprintf(target, sizeof(target), "%s/devices/pci0000:00/0000:00:06.0", root);
-	KTAP_ASSERT_EQ(symlink(target, link), 0);
+	test_sysfs_haccel(root, 129);
 
 	setenv("HACCEL_SYSFS_ROOT", root, 1);
 	run(&r, "HACCEL_CTL", "doctor", "--json", NULL);
@@ -312,27 +295,8 @@ static void t_ctl_driver_absent(void)
  * its debugfs files. */
 static void driver_fixture(const char *root)
 {
-	char link[600], target[600];
-
 	test_put(root, "devices/system/node/node0/cpulist", "0\n");
-	test_put(root, "module/haccel/initstate", "live\n");
-	/* As the kernel lays it out: haccel.ko's platform device, which no
-	 * driver binds, found by its modalias; and a GPU's render node before
-	 * it, bound to its driver, which must not be taken for haccel's. */
-	test_put(root, "devices/platform/haccel/modalias", "platform:haccel\n");
-	test_put(root, "class/drm/renderD129/dev", "226:129\n");
-	snprintf(link, sizeof(link), "%s/class/drm/renderD129/device", root);
-	snprintf(target, sizeof(target), "%s/devices/platform/haccel", root);
-	KTAP_ASSERT_EQ(symlink(target, link), 0);
-	test_put(root, "devices/pci0000:00/0000:00:06.0/modalias", "pci:v000010DEd00002335sv000010DEsd000018BEbc03sc02i00\n");
-	test_put(root, "bus/pci/drivers/nvidia/uevent", "\n");
-	snprintf(link, sizeof(link), "%s/devices/pci0000:00/0000:00:06.0/driver", root);
-	snprintf(target, sizeof(target), "%s/bus/pci/drivers/nvidia", root);
-	KTAP_ASSERT_EQ(symlink(target, link), 0);
-	test_put(root, "class/drm/renderD128/dev", "226:128\n");
-	snprintf(link, sizeof(link), "%s/class/drm/renderD128/device", root);
-	snprintf(target, sizeof(target), "%s/devices/pci0000:00/0000:00:06.0", root);
-	KTAP_ASSERT_EQ(symlink(target, link), 0);
+	test_sysfs_haccel(root, 129);
 }
 
 /* doctor and driver status report the library's one probe. */

@@ -76,52 +76,6 @@ static void write_mixed(const char *path, int with_sums, int corrupt)
 
 static struct haccel_load_stats st;
 
-/* A context that keeps its log lines (all levels), for tests of what the
- * loader says. */
-struct log_cap {
-	int n;
-	int level[64];
-	char line[64][400];
-};
-
-static void cap_log(void *user, int level, const char *msg)
-{
-	struct log_cap *c = user;
-
-	if (c->n < 64) {
-		c->level[c->n] = level;
-		snprintf(c->line[c->n], sizeof(c->line[0]), "%s", msg);
-		c->n++;
-	}
-}
-
-static struct haccel_ctx *cap_ctx(struct log_cap *c)
-{
-	struct haccel_open_params p;
-	struct haccel_ctx *ctx = NULL;
-
-	memset(c, 0, sizeof(*c));
-	haccel_open_params_init(&p);
-	p.log_fn = cap_log;
-	p.log_user = c;
-	p.log_level = HACCEL_LOG_DEBUG;
-	KTAP_ASSERT_EQ(haccel_open(&p, &ctx), 0);
-	return ctx;
-}
-
-/* Lines logged at level that contain s (NULL: any), each printed. */
-static int cap_count(const struct log_cap *c, int level, const char *s)
-{
-	int n = 0;
-
-	for (int i = 0; i < c->n; i++)
-		if (c->level[i] == level && (!s || strstr(c->line[i], s))) {
-			ktap_diag("log %d: %s", level, c->line[i]);
-			n++;
-		}
-	return n;
-}
-
 /* Load w with flags into a fresh destination; returns the status. */
 static int load_into(struct haccel_weights *w, uint32_t flags, uint32_t qd,
 		     uint32_t chunk, uint8_t **dest_out)

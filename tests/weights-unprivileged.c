@@ -171,50 +171,6 @@ static void finish(int child)
 	}
 }
 
-/* A context that counts its log lines by level and keeps the last ones. */
-struct log_cap {
-	int n;
-	int level[64];
-	char line[64][512];
-};
-
-static void cap_log(void *user, int level, const char *msg)
-{
-	struct log_cap *c = user;
-
-	if (c->n < 64) {
-		c->level[c->n] = level;
-		snprintf(c->line[c->n], sizeof(c->line[0]), "%s", msg);
-		c->n++;
-	}
-}
-
-static struct haccel_ctx *cap_ctx(struct log_cap *c)
-{
-	struct haccel_open_params p;
-	struct haccel_ctx *ctx = NULL;
-
-	memset(c, 0, sizeof(*c));
-	haccel_open_params_init(&p);
-	p.log_fn = cap_log;
-	p.log_user = c;
-	p.log_level = HACCEL_LOG_DEBUG;
-	KTAP_ASSERT_EQ(haccel_open(&p, &ctx), 0);
-	return ctx;
-}
-
-static int cap_count(const struct log_cap *c, int level, const char *s)
-{
-	int n = 0;
-
-	for (int i = 0; i < c->n; i++)
-		if (c->level[i] == level && strstr(c->line[i], s)) {
-			ktap_diag("log %d: %s", level, c->line[i]);
-			n++;
-		}
-	return n;
-}
-
 static struct haccel_load_stats st;
 
 /* Load the checkpoint into host memory; returns the status, checks the

@@ -50,6 +50,7 @@
 #include "bench.h"
 #include "common.h"
 #include "haccel.h"
+#include "weights/stream.h"
 
 struct sopts {
 	const char *path;
@@ -209,79 +210,25 @@ out:
 
 /* --- page cache ----------------------------------------------------------- */
 
-/* cachestat(2), Linux 6.5; older headers lack it (same number on every
- * architecture of the generic syscall table). */
-#if !defined(__NR_cachestat) &&                                             \
-	(defined(__x86_64__) || defined(__aarch64__) || defined(__i386__) || \
-	 (defined(__riscv) && __riscv_xlen == 64))
-#define __NR_cachestat 451
-#endif
-
-struct cachestat_range {
-	uint64_t off, len;
-};
-
-struct cachestat_counts {
-	uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
-};
-
 /*
  * Fraction of path's pages in the page cache, or -1 when it cannot be
- * known: cachestat(2) first; mincore(2) only for a file this user may
- * write, because for any other the kernel reports every page resident
- * (and newer kernels refuse cachestat for the same files).
+ * known (the loader's own judgement: haccel__file_resident_pages).
  */
 static double resident_fraction(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat sb;
 	uint64_t res = 0, pages = 0;
-	long pg = sysconf(_SC_PAGESIZE);
-	const uint64_t window = 1ull << 30;
-	unsigned char *vec;
+	struct stat sb;
+	char why[512];
+	int ret = -1;
 
-	if (fd < 0 || fstat(fd, &sb)) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-#ifdef __NR_cachestat
-	{
-		struct cachestat_range r = { 0, 0 };
-		struct cachestat_counts cs;
-
-		memset(&cs, 0, sizeof(cs));
-		if (syscall(__NR_cachestat, (unsigned int)fd, &r, &cs, 0u) == 0) {
-			uint64_t n = ((uint64_t)sb.st_size + (uint64_t)pg - 1) / (uint64_t)pg;
-
-			close(fd);
-			if (!n)
-				return 1.0;
-			return (double)(cs.nr_cache < n ? cs.nr_cache : n) / (double)n;
-		}
-	}
-#endif
-	if (geteuid() != 0 && sb.st_uid != geteuid() &&
-	    faccessat(AT_FDCWD, path, W_OK, AT_EACCESS)) {
+	if (fd >= 0 && fstat(fd, &sb) == 0)
+		ret = haccel__file_resident_pages(fd, path, (uint64_t)sb.st_size, &res, &pages, why,
+						  sizeof(why));
+	if (fd >= 0)
 		close(fd);
+	if (ret)
 		return -1;
-	}
-	vec = malloc(window / (uint64_t)pg);
-	for (uint64_t off = 0; vec && off < (uint64_t)sb.st_size; off += window) {
-		uint64_t len = (uint64_t)sb.st_size - off < window ? (uint64_t)sb.st_size - off : window;
-		void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, (off_t)off);
-		uint64_t n = (len + (uint64_t)pg - 1) / (uint64_t)pg;
-
-		if (m == MAP_FAILED)
-			break;
-		if (!mincore(m, len, vec))
-			for (uint64_t i = 0; i < n; i++)
-				res += vec[i] & 1;
-		pages += n;
-		munmap(m, len);
-	}
-	free(vec);
-	close(fd);
 	return pages ? (double)res / (double)pages : 1.0;
 }
 

@@ -380,6 +380,37 @@ static uint64_t mincore_pages(int fd, uint64_t size, unsigned char *vec, long pg
 	return resident;
 }
 
+int haccel__file_resident_pages(int fd, const char *path, uint64_t size, uint64_t *resident,
+				uint64_t *pages, char *why, size_t len)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	unsigned char *vec;
+	uint64_t n = 0;
+	int ret;
+
+	if (pg <= 0)
+		pg = 4096;
+	*pages = (size + (uint64_t)pg - 1) / (uint64_t)pg;
+	ret = file_cached_pages(fd, &n);
+	if (ret == 0) {
+		*resident = n < *pages ? n : *pages;
+		return 0;
+	}
+	if (!mincore_truthful(fd, path)) {
+		snprintf(why, len, "%s: cachestat: %s, and mincore reports every page of a file this process may not write as cached",
+			 path, strerror(-ret));
+		return -1;
+	}
+	vec = malloc((1ull << 30) / (uint64_t)pg);
+	if (!vec) {
+		snprintf(why, len, "out of memory for mincore");
+		return -1;
+	}
+	*resident = mincore_pages(fd, size, vec, pg);
+	free(vec);
+	return 0;
+}
+
 /*
  * Fraction of the files' pages in the page cache (0..1), or -1 when it
  * cannot be known; then why (len bytes) says why.
@@ -387,36 +418,16 @@ static uint64_t mincore_pages(int fd, uint64_t size, unsigned char *vec, long pg
 static double cached_fraction(struct loader *L, char *why, size_t len)
 {
 	uint64_t resident = 0, total = 0;
-	long pg = sysconf(_SC_PAGESIZE);
-	unsigned char *vec = NULL;
 
-	if (pg <= 0)
-		pg = 4096;
 	for (uint32_t f = 0; f < L->w->n_files; f++) {
 		const struct haccel__wfile *wf = &L->w->files[f];
-		uint64_t pages = (wf->size + (uint64_t)pg - 1) / (uint64_t)pg, n = 0;
-		int ret = file_cached_pages(L->fd[f], &n);
+		uint64_t r, pages;
 
+		if (haccel__file_resident_pages(L->fd[f], wf->path, wf->size, &r, &pages, why, len))
+			return -1;
+		resident += r;
 		total += pages;
-		if (ret == 0) {
-			resident += n < pages ? n : pages;
-			continue;
-		}
-		if (!mincore_truthful(L->fd[f], wf->path)) {
-			snprintf(why, len, "%s: cachestat: %s, and mincore reports every page of a file this process may not write as cached",
-				 wf->path, strerror(-ret));
-			free(vec);
-			return -1;
-		}
-		if (!vec)
-			vec = malloc((1ull << 30) / (uint64_t)pg);
-		if (!vec) {
-			snprintf(why, len, "out of memory for mincore");
-			return -1;
-		}
-		resident += mincore_pages(L->fd[f], wf->size, vec, pg);
 	}
-	free(vec);
 	return total ? (double)resident / (double)total : 1.0;
 }
 
