@@ -97,42 +97,80 @@ HACCEL_K void haccel_copy_rows(float *dst, uint32_t dst_ld, const float *src, ui
 /*
  * Attention-residual mix, one block per token: logits over the sources
  * (dot of the query with each rmsnormed source), softmax, weighted sum of
- * the raw sources. n_src <= 64.
+ * the raw sources. n_src <= 64. Sources go 4 at a time through the
+ * strided partial sums and one round of block reductions (the loads of 4
+ * sources in flight together, a quarter of the barriers); each sum keeps
+ * the order of a block_sum of its own.
  */
+#define ARM_G 4
+
 HACCEL_K void haccel_attn_res_mix(float *h, const float *src0, uint64_t src_stride,
 				  uint32_t n_src, const float *query, const float *norm_w,
 				  uint32_t T, uint32_t D, float eps)
 {
-	__shared__ float sh[32];
+	__shared__ float sh[32 * 2 * ARM_G];
 	__shared__ float a[64];
 	size_t t = blockIdx.x;
+	uint32_t lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
 	float mx = -INFINITY, sum = 0.0f;
 
 	(void)T;
-	for (uint32_t i = 0; i < n_src; i++) {
-		const float *v = src0 + i * src_stride + t * D;
-		float ss = 0.0f, dot = 0.0f;
+	for (uint32_t i0 = 0; i0 < n_src; i0 += ARM_G) {
+		uint32_t ng = n_src - i0 < ARM_G ? n_src - i0 : ARM_G;
+		float ss[ARM_G], dot[ARM_G];
 
+#pragma unroll
+		for (int j = 0; j < ARM_G; j++)
+			ss[j] = dot[j] = 0.0f;
 		for (uint32_t d = threadIdx.x; d < D; d += blockDim.x) {
-			float x = v[d];
-			ss += x * x;
-			dot += query[d] * x * norm_w[d];
+			float qd = query[d], nd = norm_w[d];
+
+#pragma unroll
+			for (uint32_t j = 0; j < ARM_G; j++)
+				if (j < ng) {
+					float x = src0[(i0 + j) * src_stride + t * D + d];
+
+					ss[j] += x * x;
+					dot[j] += qd * x * nd;
+				}
 		}
-		ss = block_sum(ss, sh);
-		dot = block_sum(dot, sh);
-		float l = dot * rsqrtf(ss / (float)D + eps);
-		if (threadIdx.x == 0)
-			a[i] = l;
-		mx = fmaxf(mx, l);
+		/* block_sum (kutil.cuh) of each, in one round */
+#pragma unroll
+		for (int j = 0; j < ARM_G; j++) {
+			ss[j] = warp_sum(ss[j]);
+			dot[j] = warp_sum(dot[j]);
+		}
+		__syncthreads();
+		if (lane == 0)
+#pragma unroll
+			for (int j = 0; j < ARM_G; j++) {
+				sh[(2 * j) * 32 + w] = ss[j];
+				sh[(2 * j + 1) * 32 + w] = dot[j];
+			}
+		__syncthreads();
+		for (uint32_t j = 0; j < ng; j++) {
+			float s2 = warp_sum(lane < nw ? sh[(2 * j) * 32 + lane] : 0.0f);
+			float d2 = warp_sum(lane < nw ? sh[(2 * j + 1) * 32 + lane] : 0.0f);
+			float l = d2 * rsqrtf(s2 / (float)D + eps);
+
+			if (threadIdx.x == 0)
+				a[i0 + j] = l;
+			mx = fmaxf(mx, l);
+		}
 	}
 	__syncthreads();
 	for (uint32_t i = 0; i < n_src; i++)
 		sum += expf(a[i] - mx);
+	__syncthreads();
+	/* the weights, once: a[i] := exp(a[i] - mx) / sum */
+	for (uint32_t i = threadIdx.x; i < n_src; i += blockDim.x)
+		a[i] = expf(a[i] - mx) / sum;
+	__syncthreads();
 	for (uint32_t d = threadIdx.x; d < D; d += blockDim.x) {
 		float acc = 0.0f;
 
 		for (uint32_t i = 0; i < n_src; i++)
-			acc += expf(a[i] - mx) / sum * src0[i * src_stride + t * D + d];
+			acc += a[i] * src0[i * src_stride + t * D + d];
 		h[t * D + d] = acc;
 	}
 }

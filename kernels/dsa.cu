@@ -337,34 +337,29 @@ __device__ __forceinline__ uint32_t dsa_score_key(float s)
 }
 
 struct dsa_sel_shared {
-	uint32_t digit, remain, done, last;
-	uint32_t cnt_gt[8], cnt_eq[8];
-	float zero_score;
-	uint32_t pad[3];
+	uint32_t digit, remain, done, pad;
+	uint32_t cnt_gt[32], cnt_eq[32];
 };
 
 /*
- * Where a selection reads and writes: keys of a chunk in shared memory
- * (position pos0 + i) or (key, position) pairs in global memory (read
- * through L2: other blocks wrote them); candidates out to global memory,
- * or composite keys out to a shared sort buffer.
+ * What a selection reads (the keys of positions pos0 + i, in shared or
+ * global memory) and where it puts the composite keys (a shared sort
+ * buffer).
  */
 struct dsa_sel_io {
 	const uint32_t *skey;
-	const uint2 *gcand;
 	uint32_t pos0;
-	uint2 *out_cand;
 	unsigned long long *out_sort;
 };
 
 __device__ __forceinline__ uint32_t dsa_sel_key(const struct dsa_sel_io &io, uint32_t i)
 {
-	return io.skey ? io.skey[i] : __ldcg(&io.gcand[i]).x;
+	return io.skey[i];
 }
 
 __device__ __forceinline__ uint32_t dsa_sel_pos(const struct dsa_sel_io &io, uint32_t i)
 {
-	return io.skey ? io.pos0 + i : __ldcg(&io.gcand[i]).y;
+	return io.pos0 + i;
 }
 
 /*
@@ -466,10 +461,7 @@ __device__ __forceinline__ void dsa_select(struct dsa_sel_io io, uint32_t N, uin
 		if (s) {
 			uint32_t o = out + __popc(bs & lt), p = dsa_sel_pos(io, i);
 
-			if (io.out_cand)
-				io.out_cand[o] = make_uint2(key, p);
-			else
-				io.out_sort[o] = (unsigned long long)key << 32 | (0xffffffffu - p);
+			io.out_sort[o] = (unsigned long long)key << 32 | (0xffffffffu - p);
 		}
 		eq_before += __popc(be);
 		out += __popc(bs);
@@ -477,19 +469,19 @@ __device__ __forceinline__ void dsa_select(struct dsa_sel_io io, uint32_t N, uin
 }
 
 /*
- * Sort the k composite keys in buf (score key, then the complement of the
- * position: unique) descending with a bitonic network over the next power
- * of two, padded with zeros (below every entry), and write the row of sel:
- * positions best first, then -1.
+ * Sort the count composite keys in buf (score key, then the complement of
+ * the position: unique) descending with a bitonic network over the next
+ * power of two, padded with zeros (below every entry), and write the row
+ * of sel: the first k positions, best first, then -1.
  */
-__device__ void dsa_sort_write(unsigned long long *buf, uint32_t k, int32_t *sel_row,
-			       uint32_t topk, uint32_t *n_sel_t)
+__device__ void dsa_sort_write(unsigned long long *buf, uint32_t count, uint32_t k,
+			       int32_t *sel_row, uint32_t topk, uint32_t *n_sel_t)
 {
 	uint32_t tid = threadIdx.x, nthr = blockDim.x, P = 1;
 
-	while (P < k)
+	while (P < count)
 		P <<= 1;
-	for (uint32_t i = k + tid; i < P; i += nthr)
+	for (uint32_t i = count + tid; i < P; i += nthr)
 		buf[i] = 0;
 	__syncthreads();
 	for (uint32_t size = 2; size <= P; size <<= 1)
@@ -516,13 +508,34 @@ __device__ void dsa_sort_write(unsigned long long *buf, uint32_t k, int32_t *sel
 /* ------------------------------------------------------------------------ */
 /* Lightning indexer                                                        */
 
-#define DSA_IX_CHUNK 8192   /* positions a block scores (ops_dsa.c: IX_CHUNK) */
+/*
+ * Three kernels per group of tokens (ops_dsa.c, haccel__cuda_indexer_topk):
+ *  1. haccel_dsa_ix_prep, a block per token: the queries in MMA form, once;
+ *  2. haccel_dsa_ix_score, grid (token, chunk of 1024 positions): streams
+ *     the chunk's key records and writes one order-preserving uint32 key
+ *     per position to a row of scratch;
+ *  3. haccel_dsa_ix_topk, a block of 1024 threads per token: the top-k of
+ *     the row (radix histograms of 11 bits, then one bitonic sort in
+ *     shared memory) into sel and n_sel.
+ * Scoring is a pure stream over the keys (many small blocks, no selection
+ * state), and selection reads 4 bytes a position from L2.
+ */
+#define DSA_IX_CHUNK 1024   /* positions a scoring block scores (ops_dsa.c: IX_CHUNK) */
 #define DSA_IX_THREADS 128
 #define DSA_IX_WARPS 4
 #define DSA_IX_SLAB 32      /* positions a warp loads and scores at a time */
 #define DSA_IX_STAGES 3
 #define DSA_IX_REC HACCEL_INDEX_K_TOKEN_BYTES
 #define DSA_IX_SLAB_BYTES (DSA_IX_SLAB * DSA_IX_REC)
+#define DSA_IX_TK_THREADS 1024
+#define DSA_IX_BINS 2048    /* 11 bits a radix pass */
+
+/* Bytes of a token's prepared queries: the fragments (NT * 2048), the head
+ * weights (8 NT floats), the score of an all-NaN key (16 bytes, padded). */
+__device__ __forceinline__ uint32_t dsa_ix_qbytes(uint32_t NT)
+{
+	return NT * 2048 + NT * 32 + 16;
+}
 
 /*
  * The queries of token t, quantized as the CPU does (MXFP8: exponent per
@@ -532,13 +545,19 @@ __device__ void dsa_sort_write(unsigned long long *buf, uint32_t k, int32_t *sel
  * 32 c + 32), 8 fp16 per 16-byte chunk i, stored at qf[nt][i][lane] so a
  * warp reads 512 contiguous bytes. Each value is its code times 2^(e_b -
  * emax) (exact in fp16 unless that underflows); 2^emax goes into the head
- * weight wq. Padding heads are zeros with weight 0.
+ * weight wq. Padding heads are zeros with weight 0. Then the score of a
+ * key whose dots are all NaN (an E8M0 NaN scale): sum_h w_h * 0, NaN when
+ * a weight is not finite.
+ *
+ * Grid T, 128 threads; out: T rows of dsa_ix_qbytes(NT) bytes.
  */
-__device__ void dsa_ix_queries(uint4 *qf, float *wq, struct dsa_sel_shared *sh, const float *q,
-			       const float *w, uint32_t t, uint32_t IH, uint32_t NT)
+HACCEL_K void __launch_bounds__(DSA_IX_THREADS)
+haccel_dsa_ix_prep(uint8_t *out, const float *q, const float *w, uint32_t IH, uint32_t NT)
 {
-	uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	uint16_t *qh = (uint16_t *)qf;
+	uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = blockIdx.x;
+	uint8_t *base = out + (size_t)t * dsa_ix_qbytes(NT);
+	uint16_t *qh = (uint16_t *)base;
+	float *wq = (float *)(base + NT * 2048);
 
 	for (uint32_t h = warp; h < NT * 8; h += DSA_IX_WARPS) {
 		const float *qr = q + ((size_t)t * IH + h) * 128;
@@ -546,8 +565,10 @@ __device__ void dsa_ix_queries(uint4 *qf, float *wq, struct dsa_sel_shared *sh, 
 		int e[4], emax = -127;
 
 #pragma unroll
-		for (int b = 0; b < 4; b++) {
+		for (int b = 0; b < 4; b++)
 			x[b] = h < IH ? qr[32 * b + lane] : 0.0f;
+#pragma unroll
+		for (int b = 0; b < 4; b++) {
 			e[b] = hac_scale_exp(warp_max(hac_abs_finite(x[b])));
 			emax = dsa_maxi(emax, e[b]);
 		}
@@ -563,8 +584,6 @@ __device__ void dsa_ix_queries(uint4 *qf, float *wq, struct dsa_sel_shared *sh, 
 		if (lane == 0)
 			wq[h] = h < IH ? w[(size_t)t * IH + h] * hac_pow2f(emax) : 0.0f;
 	}
-	/* The score of a key whose dots are all NaN (an E8M0 NaN scale):
-	 * sum_h w_h * 0, NaN when a weight is not finite. */
 	if (warp == 0) {
 		bool bad = false;
 
@@ -572,8 +591,8 @@ __device__ void dsa_ix_queries(uint4 *qf, float *wq, struct dsa_sel_shared *sh, 
 			bad |= hac_abs_finite(w[(size_t)t * IH + h]) == 0.0f &&
 			       w[(size_t)t * IH + h] != 0.0f;
 		bad = __any_sync(0xffffffffu, bad);
-		if (lane == 0)
-			sh->zero_score = bad ? hac_u2f(0x7fc00000u) : 0.0f;
+		if (lane < 4)
+			wq[NT * 8 + lane] = lane == 0 && bad ? hac_u2f(0x7fc00000u) : 0.0f;
 	}
 }
 
@@ -637,11 +656,13 @@ __device__ __forceinline__ void dsa_ix_issue(uint8_t *buf, uint32_t pg, const ui
  * unless that underflows; 2^emax_row is applied to the head sum). Word kt
  * of the lane's bytes feeds k-step kt: its low two codes are the A
  * elements (k = 2c, 2c + 1), its high two (k = 2c + 8, 2c + 9), the order
- * dsa_ix_queries gave the queries. relu commutes with the positive
+ * haccel_dsa_ix_prep gave the queries. relu commutes with the positive
  * power-of-two factors, so score = 2^emax_row * sum_h wq_h relu(acc_h).
+ * The 32 keys go through the warp's slot of kst (32 words) so that the
+ * row is written with one 128-byte store.
  */
 __device__ __forceinline__ void dsa_ix_slab(const uint8_t *buf, const uint4 *qf, const float *wq,
-					    uint32_t NT, uint32_t *keys, uint32_t base,
+					    uint32_t NT, uint32_t *kst, uint32_t *keys,
 					    uint32_t count, float zero_score)
 {
 	uint32_t lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
@@ -709,33 +730,65 @@ __device__ __forceinline__ void dsa_ix_slab(const uint8_t *buf, const uint4 *qf,
 
 			s += __shfl_xor_sync(0xffffffffu, s, 1);
 			s += __shfl_xor_sync(0xffffffffu, s, 2);
-			uint32_t r = mt * 16 + g + 8 * hh;
-			if (c == 0 && r < count)
-				keys[base + r] = dsa_score_key(nanrow[mt][hh] ? zero_score :
-								s * fk[mt][hh]);
+			if (c == 0)
+				kst[mt * 16 + g + 8 * hh] =
+					dsa_score_key(nanrow[mt][hh] ? zero_score : s * fk[mt][hh]);
 		}
+	__syncwarp();
+	if (lane < count)
+		keys[lane] = kst[lane];
+	__syncwarp();
 }
 
 /*
- * Each warp streams its own slabs through a ring of DSA_IX_STAGES buffers
- * (cp.async, two slabs in flight while one is scored), so only warp
- * barriers are needed until the chunk is done. The page ids of the next
- * slab to issue are loaded one slab ahead.
+ * Grid (T, chunks), 128 threads: block (t, i) scores positions [1024 i,
+ * 1024 (i + 1)) of token t that are <= min(pos[t], max_pos) and writes
+ * their keys to keys[t * stride + position]. qp: the token rows of
+ * haccel_dsa_ix_prep. Each warp streams its own slabs through a ring of
+ * DSA_IX_STAGES buffers (cp.async, two slabs in flight while one is
+ * scored), so after the queries only warp barriers are needed; the page
+ * ids of the next slab to issue are loaded one slab ahead.
+ *
+ * Shared memory (ops_dsa.c computes the same size): the prepared queries
+ * (dsa_ix_qbytes(NT)), then per warp 32 key words and a ring of 3 slabs of
+ * 32 records.
  */
-__device__ void dsa_ix_scores(uint8_t *ring, const uint4 *qf, const float *wq, uint32_t NT,
-			      uint32_t *keys, const uint8_t *region, const uint32_t *bt,
-			      uint32_t pt, uint32_t c0, uint32_t nc, uint32_t vec16,
-			      float zero_score)
+HACCEL_K void __launch_bounds__(DSA_IX_THREADS, 3)
+haccel_dsa_ix_score(uint32_t *keys, uint32_t stride, const uint8_t *qp, uint32_t NT,
+		    const uint32_t *pos, const uint32_t *bt_row, const uint8_t *region,
+		    const uint32_t *block_tables, uint32_t bt_stride, uint32_t pt,
+		    uint32_t max_pos, uint32_t vec16)
 {
-	uint32_t warp = threadIdx.x >> 5, nslab = (nc + 127) / 128;
+	uint32_t t = blockIdx.x, c0 = blockIdx.y * DSA_IX_CHUNK, warp = threadIdx.x >> 5;
+	uint32_t n = dsa_minu(pos[t], max_pos) + 1, qb = dsa_ix_qbytes(NT);
+
+	if (c0 >= n)
+		return;
+	uint32_t nc = dsa_minu(DSA_IX_CHUNK, n - c0), nslab = (nc + 127) / 128;
+	const uint4 *qf = (const uint4 *)dsa_smem;
+	const float *wq = (const float *)(dsa_smem + NT * 2048);
+	uint32_t *kst = (uint32_t *)(dsa_smem + qb) + warp * 32;
+	uint8_t *ring = dsa_smem + qb + DSA_IX_WARPS * 128 +
+			warp * DSA_IX_STAGES * DSA_IX_SLAB_BYTES;
+	const uint32_t *bt = block_tables + (size_t)bt_row[t] * bt_stride;
+	const uint8_t *src = qp + (size_t)t * qb;
+	uint32_t *krow = keys + (size_t)t * stride + c0;
 	uint32_t pg;
 
+	for (uint32_t i = threadIdx.x; i < qb / 16; i += DSA_IX_THREADS)
+		dsa_cp16(dsa_smem + 16 * i, src + 16 * i, 16);
+	dsa_cp_commit();
 	for (uint32_t s = 0; s < DSA_IX_STAGES - 1; s++) {
 		pg = dsa_ix_page(bt, pt, c0, nc, s, vec16);
 		dsa_ix_issue(ring + s * DSA_IX_SLAB_BYTES, pg, region, pt, c0, nc, s, vec16);
 		dsa_cp_commit();
 	}
 	pg = dsa_ix_page(bt, pt, c0, nc, DSA_IX_STAGES - 1, vec16);
+	/* The queries are in (the slabs may still be on their way). */
+	dsa_cp_wait<DSA_IX_STAGES - 1>();
+	__syncthreads();
+	float zero_score = wq[NT * 8];
+
 	for (uint32_t s = 0; s < nslab; s++) {
 		uint32_t nx = s + DSA_IX_STAGES - 1, off = s * 128 + warp * 32;
 
@@ -748,96 +801,236 @@ __device__ void dsa_ix_scores(uint8_t *ring, const uint4 *qf, const float *wq, u
 		dsa_cp_wait<DSA_IX_STAGES - 1>();
 		__syncwarp();
 		if (off < nc)
-			dsa_ix_slab(ring + (s % DSA_IX_STAGES) * DSA_IX_SLAB_BYTES, qf, wq, NT,
-				    keys, off, dsa_minu(32, nc - off), zero_score);
+			dsa_ix_slab(ring + (s % DSA_IX_STAGES) * DSA_IX_SLAB_BYTES, qf, wq, NT, kst,
+				    krow + off, dsa_minu(32, nc - off), zero_score);
 	}
 	dsa_cp_wait<0>();
 }
 
 /*
- * Select from the scored chunk `chunk` of token t (keys in shared memory,
- * n positions in all): the best min(topk, count) of the chunk, in position
- * order, as (key, position) candidates in scratch; the global top-k is
- * inside the union of the chunks' top-ks. The block that finishes a token
- * last (a fence, then a counter the host zeroes before the launch) selects
- * from all of the token's candidates, sorts and writes sel and n_sel. A
- * token with one chunk goes straight from its keys.
+ * The digit d of a 2048-bin histogram (1024 threads, two bins each) with
+ * sum_{b > d} hist[b] < need <= sum_{b >= d} hist[b]: sh->digit, and in
+ * sh->remain the count strictly above it. need <= the histogram's total.
  */
-__device__ __forceinline__ void dsa_ix_select(uint32_t *keys, unsigned long long *sortbuf,
-					      uint32_t *hist, struct dsa_sel_shared *sh,
-					      uint32_t t, uint32_t chunk, uint32_t n, uint32_t topk,
-					      uint32_t n_chunks, uint32_t *counters, uint2 *cand,
-					      int32_t *sel, uint32_t *n_sel)
+__device__ void dsa_ix_thresh(const uint32_t *hist, uint32_t need, uint32_t *wsum,
+			      struct dsa_sel_shared *sh)
 {
-	uint32_t nch = (n + DSA_IX_CHUNK - 1) / DSA_IX_CHUNK, c0 = chunk * DSA_IX_CHUNK;
-	uint32_t nc = dsa_minu(DSA_IX_CHUNK, n - c0), k = dsa_minu(topk, n);
-	uint32_t cc = dsa_minu(topk, DSA_IX_CHUNK);
-	struct dsa_sel_io io = { keys, NULL, c0, NULL, NULL };
+	uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	uint32_t h0 = hist[2 * tid], h1 = hist[2 * tid + 1], v = h0 + h1, incl = v, above = 0;
 
-	if (nch == 1) {
-		io.out_sort = sortbuf;
-		dsa_select(io, nc, k, hist, sh);
-		dsa_sort_write(sortbuf, k, sel + (size_t)t * topk, topk, n_sel + t);
-		return;
+	/* inclusive suffix sums: this thread's bins and every higher one */
+	for (int o = 1; o < 32; o <<= 1) {
+		uint32_t x = __shfl_down_sync(0xffffffffu, incl, o);
+
+		if (lane + o < 32)
+			incl += x;
 	}
-	io.out_cand = cand + ((size_t)t * n_chunks + chunk) * cc;
-	dsa_select(io, nc, dsa_minu(topk, nc), hist, sh);
-	/* Publish the candidates before counting this block in. */
-	__threadfence();
+	if (lane == 0)
+		wsum[warp] = incl;
 	__syncthreads();
-	if (threadIdx.x == 0)
-		sh->last = atomicAdd(&counters[t], 1) == nch - 1;
+	for (uint32_t w = warp + 1; w < 32; w++)
+		above += wsum[w];
+	above += incl - v;
+	if (above < need && need <= above + v) {
+		bool hi = need <= above + h1;
+
+		sh->digit = hi ? 2 * tid + 1 : 2 * tid;
+		sh->remain = hi ? above : above + h1;
+	}
 	__syncthreads();
-	if (!sh->last)
-		return;
-	__threadfence();
-	io.skey = NULL;
-	io.gcand = cand + (size_t)t * n_chunks * cc;
-	io.out_cand = NULL;
-	io.out_sort = sortbuf;
-	/* Every chunk but the last is full, so its cc candidates are
-	 * followed directly by the next chunk's. */
-	dsa_select(io, (nch - 1) * cc + dsa_minu(topk, n - (nch - 1) * DSA_IX_CHUNK), k, hist, sh);
-	dsa_sort_write(sortbuf, k, sel + (size_t)t * topk, topk, n_sel + t);
 }
 
 /*
- * Grid (T, chunks): block (t, i) scores positions [8192 i, 8192 (i + 1))
- * of token t that are <= pos[t] (a position past max_pos is not scored:
- * scratch has room for max_pos + 1), then dsa_ix_select.
- *
- * Shared memory (ops_dsa.c computes the same size): keys[8192], the query
- * fragments (NT * 2048 bytes), wq[8 NT], the slab rings (4 warps x 3 x
- * 4224 bytes, reused as the sort buffer), hist[256], dsa_sel_shared.
+ * One pass over the n keys of a row, 32 a thread at a time in eight
+ * 16-byte loads issued together (the row is padded to a multiple of 4 and
+ * 16-byte aligned; a pass is latency-bound, so the loads must be in flight
+ * at once): f(key, position, valid) for each. Every thread takes the same
+ * number of steps, so f may use warp-wide intrinsics.
  */
-HACCEL_K void __launch_bounds__(DSA_IX_THREADS, 2)
-haccel_dsa_indexer(int32_t *sel, uint32_t *n_sel, const float *q, const float *w, uint32_t IH,
-		   uint32_t NT, const uint32_t *pos, const uint32_t *bt_row, const uint8_t *region,
-		   const uint32_t *block_tables, uint32_t bt_stride, uint32_t pt, uint32_t topk,
-		   uint32_t max_pos, uint32_t n_chunks, uint32_t vec16, uint32_t *counters,
-		   uint2 *cand)
+#define DSA_IX_ROW_LOADS 8
+
+template <typename F>
+__device__ __forceinline__ void dsa_ix_rowpass(const uint32_t *row, uint32_t n, F f)
 {
-	uint32_t t = blockIdx.x, chunk = blockIdx.y;
-	uint32_t n = dsa_minu(pos[t], max_pos) + 1, c0 = chunk * DSA_IX_CHUNK;
+	for (uint32_t b = 0; b < n; b += 4 * DSA_IX_ROW_LOADS * DSA_IX_TK_THREADS) {
+		uint4 u[DSA_IX_ROW_LOADS];
 
-	if (c0 >= n)
+#pragma unroll
+		for (int j = 0; j < DSA_IX_ROW_LOADS; j++) {
+			uint32_t i = b + 4 * (j * DSA_IX_TK_THREADS + threadIdx.x);
+
+			u[j] = i < n ? __ldcg((const uint4 *)(row + i)) : make_uint4(0, 0, 0, 0);
+		}
+#pragma unroll
+		for (int j = 0; j < DSA_IX_ROW_LOADS; j++) {
+			uint32_t i = b + 4 * (j * DSA_IX_TK_THREADS + threadIdx.x);
+
+			f(u[j].x, i, i < n);
+			f(u[j].y, i + 1, i + 1 < n);
+			f(u[j].z, i + 2, i + 2 < n);
+			f(u[j].w, i + 3, i + 3 < n);
+		}
+	}
+}
+
+/* hist[digit] += 1 for the lanes with ok, one atomic per group of lanes
+ * with equal digits (scores crowd into few bins). */
+__device__ __forceinline__ void dsa_ix_count(uint32_t *hist, bool ok, uint32_t digit)
+{
+	uint32_t peers = __match_any_sync(0xffffffffu, ok ? digit : 0xffffffffu);
+
+	if (ok && (threadIdx.x & 31) == (uint32_t)__ffs(peers) - 1)
+		atomicAdd(&hist[digit], (uint32_t)__popc(peers));
+}
+
+/* Sort the 1024 words of s descending (1024 threads, a bitonic network). */
+__device__ void dsa_ix_sort1024(uint32_t *s)
+{
+	uint32_t tid = threadIdx.x;
+
+	for (uint32_t size = 2; size <= 1024; size <<= 1)
+		for (uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
+			if (tid < 512) {
+				uint32_t lo = 2 * tid - (tid & (stride - 1)), hi = lo + stride;
+				uint32_t a = s[lo], b = s[hi];
+
+				if ((a < b) == !(lo & size)) {
+					s[lo] = b;
+					s[hi] = a;
+				}
+			}
+			__syncthreads();
+		}
+}
+
+/* The exclusive prefix sum of v over the threads of the block (1024), in
+ * thread order; *total gets the sum. */
+__device__ uint32_t dsa_ix_block_scan(uint32_t v, uint32_t *wsum, uint32_t *total)
+{
+	uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, incl = v, before = 0, all = 0;
+
+	for (int o = 1; o < 32; o <<= 1) {
+		uint32_t x = __shfl_up_sync(0xffffffffu, incl, o);
+
+		if (lane >= (uint32_t)o)
+			incl += x;
+	}
+	__syncthreads(); /* wsum may still be read by an earlier caller */
+	if (lane == 31)
+		wsum[warp] = incl;
+	__syncthreads();
+	for (uint32_t w = 0; w < 32; w++) {
+		uint32_t x = wsum[w];
+
+		before += w < warp ? x : 0;
+		all += x;
+	}
+	*total = all;
+	return before + incl - v;
+}
+
+/* The keys >= lo a thread meets in dsa_ix_rowpass. */
+__device__ __forceinline__ uint32_t dsa_ix_count_ge(const uint32_t *row, uint32_t n, uint32_t lo)
+{
+	uint32_t c = 0;
+
+	dsa_ix_rowpass(row, n, [&](uint32_t key, uint32_t, bool ok) { c += ok && key >= lo; });
+	return c;
+}
+
+/*
+ * Grid T, 1024 threads: the k = min(topk, n) best of the n keys of row t
+ * (n = min(pos[t], max_pos) + 1), by key and then the smaller position,
+ * sorted best first into sel row t, -1 after them, n_sel[t] = k.
+ *
+ * Every key >= a threshold lo is gathered into the sort buffer (cap
+ * entries; a counting pass and a block scan give each thread its place,
+ * so the entries land in row order, without atomics) as a composite key (key << 32 | ~position: unique, and ordered
+ * as the selection is), the buffer is sorted by a bitonic network, and the
+ * first k are the answer: exact whenever at least k keys are >= lo and
+ * they fit. lo is 0 when the row fits. Otherwise it comes from 1024 keys
+ * sampled across the row (sorted, lo a few ranks below where the k-th
+ * should fall, so that about 1.5 k keys pass), checked by that count.
+ * If the check fails (an unlucky sample or crowded scores), radix
+ * histograms of the top 11 bits, then of the next 11 of the keys in the
+ * k-th's bin, give lo = the bin's lower edge; and if even that leaves too
+ * many (mass ties: identical keys, NaN scores), the general radix select
+ * of dsa_select, which keeps the first equal keys by position, picks the
+ * k before the same sort.
+ *
+ * Shared memory: the sort buffer (cap 8-byte entries, a power of two >=
+ * topk), the histogram (2048 words, also the sample), 32 warp sums,
+ * dsa_sel_shared.
+ */
+HACCEL_K void __launch_bounds__(DSA_IX_TK_THREADS, 1)
+haccel_dsa_ix_topk(int32_t *sel, uint32_t *n_sel, const uint32_t *keys, uint32_t stride,
+		   const uint32_t *pos, uint32_t max_pos, uint32_t topk, uint32_t cap)
+{
+	uint32_t t = blockIdx.x, tid = threadIdx.x;
+	uint32_t n = dsa_minu(pos[t], max_pos) + 1, k = dsa_minu(topk, n);
+	const uint32_t *row = keys + (size_t)t * stride;
+	unsigned long long *buf = (unsigned long long *)dsa_smem;
+	uint32_t *hist = (uint32_t *)(buf + cap);
+	uint32_t *wsum = hist + DSA_IX_BINS;
+	struct dsa_sel_shared *sh = (struct dsa_sel_shared *)(wsum + 32);
+	uint32_t lo = 0, total, off;
+
+	if (n > cap) {
+		/* The sample: key tid * n / 1024, rank r of the k-th expected
+		 * at k * 1024 / n, lo a margin of 3 sqrt(r) + 4 ranks lower. */
+		uint32_t r = (uint32_t)((uint64_t)k * 1024 / n);
+		uint32_t idx = dsa_minu(1023, r + 3 * (uint32_t)sqrtf((float)r) + 4);
+
+		hist[tid] = __ldcg(&row[(uint64_t)tid * n / 1024]);
+		__syncthreads();
+		dsa_ix_sort1024(hist);
+		lo = hist[idx];
+	}
+	/* Where this thread's keys >= lo go: in row order, so the gather
+	 * needs no atomics. */
+	off = dsa_ix_block_scan(dsa_ix_count_ge(row, n, lo), wsum, &total);
+	if (total < k || total > cap) {
+		uint32_t shift = 21, prefix = 0, above = 0;
+
+		__syncthreads(); /* the sample in hist is dead */
+		for (int pass = 0; pass < 2; pass++) {
+			for (uint32_t i = tid; i < DSA_IX_BINS; i += DSA_IX_TK_THREADS)
+				hist[i] = 0;
+			__syncthreads();
+			uint32_t pm = pass ? 0xffe00000u : 0, s = shift;
+			dsa_ix_rowpass(row, n, [&](uint32_t key, uint32_t, bool ok) {
+				dsa_ix_count(hist, ok && (key & pm) == prefix, (key >> s) & 2047);
+			});
+			__syncthreads();
+			dsa_ix_thresh(hist, k - above, wsum, sh);
+			prefix |= sh->digit << shift;
+			total = above + sh->remain + hist[sh->digit];
+			above += sh->remain;
+			if (total <= cap)
+				break;
+			shift -= 11;
+			__syncthreads();
+		}
+		if (total <= cap) {
+			lo = prefix;
+			off = dsa_ix_block_scan(dsa_ix_count_ge(row, n, lo), wsum, &total);
+		}
+	}
+	if (total <= cap) {
+		dsa_ix_rowpass(row, n, [&](uint32_t key, uint32_t p, bool ok) {
+			if (ok && key >= lo)
+				buf[off++] = (unsigned long long)key << 32 | (0xffffffffu - p);
+		});
+		__syncthreads();
+		dsa_sort_write(buf, total, k, sel + (size_t)t * topk, topk, n_sel + t);
 		return;
-	uint32_t *keys = (uint32_t *)dsa_smem;
-	uint4 *qf = (uint4 *)(dsa_smem + DSA_IX_CHUNK * 4);
-	float *wq = (float *)((uint8_t *)qf + NT * 2048);
-	uint8_t *rings = (uint8_t *)(wq + NT * 8);
-	uint32_t *hist = (uint32_t *)(rings + DSA_IX_WARPS * DSA_IX_STAGES * DSA_IX_SLAB_BYTES);
-	struct dsa_sel_shared *sh = (struct dsa_sel_shared *)(hist + 256);
-	const uint32_t *bt = block_tables + (size_t)bt_row[t] * bt_stride;
+	}
+	struct dsa_sel_io io = { row, 0, buf };
 
-	dsa_ix_queries(qf, wq, sh, q, w, t, IH, NT);
 	__syncthreads();
-	dsa_ix_scores(rings + (threadIdx.x >> 5) * DSA_IX_STAGES * DSA_IX_SLAB_BYTES, qf, wq, NT,
-		      keys, region, bt, pt, c0, dsa_minu(DSA_IX_CHUNK, n - c0), vec16,
-		      sh->zero_score);
+	dsa_select(io, n, k, hist, sh);
 	__syncthreads();
-	dsa_ix_select(keys, (unsigned long long *)rings, hist, sh, t, chunk, n, topk, n_chunks,
-		      counters, cand, sel, n_sel);
+	dsa_sort_write(buf, k, k, sel + (size_t)t * topk, topk, n_sel + t);
 }
 
 /* ------------------------------------------------------------------------ */

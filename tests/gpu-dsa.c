@@ -317,6 +317,24 @@ static void naive_scores(float *score, double *tol, const uint8_t *region, const
 	free(qd);
 }
 
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The order-preserving bits the GPU keeps of a score (not NaN). */
+static uint32_t score_bits(float s)
+{
+	uint32_t u;
+
+	if (s == 0.0f)
+		s = 0.0f;
+	memcpy(&u, &s, 4);
+	return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
 /* a clearly ranks before b: beyond both rounding bounds; a number ranks
  * before NaN. */
 static int clearly_before(const float *sc, const double *tol, int32_t a, int32_t b)
@@ -403,8 +421,9 @@ static void check_indexer(struct haccel__gpu *g, const struct paged *pg, const u
 				CHECK(gt[j] >= 0 && (uint32_t)gt[j] < n && !seen[gt[j]],
 				      "token %u rank %u: %d is no new position <= %u", t, j, gt[j],
 				      r->pos[t]);
-				if (gt[j] >= 0 && (uint32_t)gt[j] < n)
-					seen[gt[j]] = 1;
+				if (gt[j] < 0 || (uint32_t)gt[j] >= n)
+					break; /* no order to check against a bad position */
+				seen[gt[j]] = 1;
 				if (j)
 					CHECK(!clearly_before(sc, tol, gt[j], gt[j - 1]),
 					      "token %u: rank %u (%d, %.9g) after %d (%.9g)", t,
@@ -514,8 +533,8 @@ static void test_indexer(void)
  * Equal scores on purpose, so tie-breaking is checked exactly: keys repeat
  * with period 5 (identical bytes give identical scores on either side),
  * the groups' scores are far apart, topk cuts through a group; sequence 0
- * is 20000 long, so the cut crosses chunks of 8192 and the merge must keep
- * the smaller positions. The last token's queries point along key 3, and
+ * is 20000 long, so the cut crosses scoring chunks and the selection must
+ * keep the smaller positions. The last token's queries point along key 3, and
  * key 4 is minus key 3: score exactly 0 for that group.
  */
 static void test_indexer_ties(void)
@@ -613,6 +632,139 @@ static void test_indexer_large(void)
 	struct ix_run r = { 4, IH, 2048, 30000, pos, row, q, w, 0, 1 };
 
 	fill_qw(q, w, 4, IH);
+	check_indexer(g, &pg, region, dreg, dbt, &r);
+	free(q);
+	free(region);
+	free(pg.bt);
+	gpu_close();
+}
+
+/*
+ * Crowded scores that defeat the top-k kernel's sample: every key but a few
+ * thousand is the same vector, the queries all point along it, and the
+ * weights are scaled so that this common score sits in the middle of a
+ * bin of the top 11 bits of the key (sign, exponent, 2 mantissa bits).
+ * About 2500 positions, none of those the kernel samples (1024 keys at
+ * i * n / 1024), get keys moved a little towards the queries: scores a few
+ * percent higher, many distinct, all in the same bin. The sample then
+ * sees only the common score, the threshold it gives admits more than the
+ * 16384-entry sort buffer, and so does the first radix histogram: the
+ * selection needs its second pass (the next 11 bits). The test checks
+ * those preconditions on the CPU's scores first. The second token's row
+ * is shorter, so its sample differs.
+ */
+static void test_indexer_crowded(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const uint32_t pos[2] = { 19999, 18500 };
+	static const uint32_t row[2] = { 0, 0 };
+	enum { IH = 8, N = 20000 };
+	struct paged pg;
+	float *q = xmalloc(2 * IH * 128 * sizeof(float)), w[2 * IH], base[128];
+	float *sc = xmalloc(N * sizeof(float));
+	double *tol = xmalloc(N * sizeof(double));
+	uint8_t *sampled = calloc(N, 1);
+
+	KTAP_ASSERT(sampled != NULL);
+	for (uint32_t i = 0; i < 1024; i++)
+		sampled[(uint64_t)i * N / 1024] = 1;
+	paged_init(&pg, 64, N, 64);
+	size_t rb = (size_t)pg.n_pages * pg.P * IK_BYTES;
+	uint8_t *region = xmalloc(rb);
+	float *ik = xmalloc((size_t)N * 128 * sizeof(float));
+	int64_t *slots = xmalloc(N * sizeof(int64_t));
+	uint32_t n_high = 0;
+
+	memset(region, 0x5a, rb);
+	for (uint32_t i = 0; i < 128; i++)
+		base[i] = frand(0.5f, 1) * (i % 2 ? -1 : 1);
+	for (uint32_t p = 0; p < N; p++) {
+		memcpy(ik + (size_t)p * 128, base, sizeof(base));
+		if (p % 8 == 3 && !sampled[p]) {
+			for (uint32_t i = 0; i < 8; i++)
+				ik[(size_t)p * 128 + i] += 0.0625f * (float)((p * (i + 3) + p / 7) % 9) *
+							   (base[i] < 0 ? -1 : 1);
+			n_high++;
+		}
+		slots[p] = paged_slot(&pg, 0, p);
+	}
+	haccel__cpu_index_k_write(region, slots, ik, N);
+	for (uint32_t t = 0; t < 2; t++)
+		for (uint32_t h = 0; h < IH; h++) {
+			for (uint32_t i = 0; i < 128; i++)
+				q[(t * IH + h) * 128 + i] = base[i] + frand(-0.01f, 0.01f);
+			w[t * IH + h] = frand(0.5f, 1);
+		}
+	/* The common score (position 0's) to 1.125 * 2^e. */
+	naive_scores(sc, tol, region, paged_row(&pg, 0), pg.P, q, w, IH, 1);
+	{
+		int e;
+		float f = 0.5625f / frexpf(sc[0], &e);
+
+		for (uint32_t i = 0; i < 2 * IH; i++)
+			w[i] *= f;
+	}
+	naive_scores(sc, tol, region, paged_row(&pg, 0), pg.P, q, w, IH, N);
+	{
+		float *srt = xmalloc(N * sizeof(float));
+		uint32_t bin, crowd = 0, above_common = 0;
+
+		memcpy(srt, sc, N * sizeof(float));
+		qsort(srt, N, sizeof(float), cmp_float);
+		bin = score_bits(srt[N - 2048]) >> 21;
+		for (uint32_t s = 0; s < N; s++) {
+			crowd += (score_bits(sc[s]) >> 21) >= bin;
+			above_common += sc[s] > sc[0];
+			KTAP_ASSERT(!sampled[s] || sc[s] == sc[0]);
+		}
+		ktap_diag("crowded: %u moved keys, %u scores above the common one, %u in or above the 2048th's bin",
+			  n_high, above_common, crowd);
+		KTAP_ASSERT(crowd > 16384 && above_common >= 2048);
+		free(srt);
+	}
+	haccel__dptr dreg = gpu_up(region, rb);
+	haccel__dptr dbt = gpu_up(pg.bt, 2 * pg.stride * sizeof(uint32_t));
+	static const uint32_t topks[] = { 2048, 100 };
+
+	for (unsigned int i = 0; i < 2; i++) {
+		struct ix_run r = { 2, IH, topks[i], N - 1, pos, row, q, w, 0, 1 };
+
+		check_indexer(g, &pg, region, dreg, dbt, &r);
+	}
+	free(q);
+	free(sc);
+	free(tol);
+	free(sampled);
+	free(ik);
+	free(slots);
+	free(region);
+	free(pg.bt);
+	gpu_close();
+}
+
+/*
+ * A max_pos so large that the scratch holds the rows of 9 tokens at a time
+ * (the 2^24 key words of haccel__cuda_indexer_scratch): 10 tokens run as
+ * groups of 9 and 1, through the same scratch.
+ */
+static void test_indexer_groups(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const uint32_t pos[10] = { 299, 298, 150, 63, 0, 7, 172, 64, 1, 100 };
+	static const uint32_t row[10] = { 0, 0, 0, 0, 0, 0, 1, 1, 1, 1 };
+	enum { IH = 20 };
+	struct paged pg;
+	float *q = xmalloc(10 * IH * 128 * sizeof(float)), w[10 * IH];
+
+	paged_init(&pg, 16, 300, 173);
+	uint8_t *region = write_keys(&pg, 0);
+	haccel__dptr dreg = gpu_up(region, (size_t)pg.n_pages * pg.P * IK_BYTES);
+	haccel__dptr dbt = gpu_up(pg.bt, 2 * pg.stride * sizeof(uint32_t));
+	struct ix_run r = { 10, IH, 64, 1700000, pos, row, q, w, 0, 1 };
+
+	KTAP_EXPECT(haccel__cuda_indexer_scratch(10, 1700000, 64) <
+		    (size_t)10 * 1700000 * 4);
+	fill_qw(q, w, 10, IH);
 	check_indexer(g, &pg, region, dreg, dbt, &r);
 	free(q);
 	free(region);
@@ -815,6 +967,8 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(test_indexer_ties),
 	KTAP_CASE(test_indexer_nan),
 	KTAP_CASE(test_indexer_large),
+	KTAP_CASE(test_indexer_crowded),
+	KTAP_CASE(test_indexer_groups),
 	KTAP_CASE(test_sparse_mla),
 };
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* haccel-ctl and haccel-bench: help, usage errors, JSON output, doctor on a fixture sysfs tree, driver status/quota/clients without haccel.ko and on fixture trees, bench stream --device without a GPU. */
+/* haccel-ctl and haccel-bench: help, usage errors, JSON output, doctor on a fixture sysfs tree, driver status/quota/clients without haccel.ko and on fixture trees, bench stream --device without a GPU, bench decode --trace without libcupti. */
 #include "config.h"
 
 #include <errno.h>
@@ -491,6 +491,33 @@ static void t_bench_stream_device(void)
 	KTAP_EXPECT_EQ(r.out[0], '\0');
 }
 
+/* decode --trace: documented, decode only, and a libcupti that cannot be
+ * loaded stops the run before any GPU is touched. */
+static void t_bench_decode_trace(void)
+{
+	run(&r, "HACCEL_BENCH", "decode", "--help", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	KTAP_EXPECT(strstr(r.out, "[--trace]") != NULL);
+	KTAP_EXPECT(strstr(r.out, "gaps between kernels") != NULL);
+	KTAP_EXPECT(strstr(r.out, "HACCEL_CUPTI_LIB") != NULL);
+	run(&r, "HACCEL_BENCH", "prefill", "/nonexistent", "--trace", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "unknown option '--trace'") != NULL);
+
+	setenv("HACCEL_CUPTI_LIB", "/nonexistent/libcupti.so.13", 1);
+	run(&r, "HACCEL_BENCH", "decode", "/nonexistent", "--trace", NULL);
+	unsetenv("HACCEL_CUPTI_LIB");
+	ktap_diag("%s", r.err);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "decode: --trace: ") != NULL);
+#ifdef HAVE_CUPTI
+	KTAP_EXPECT(strstr(r.err, "HACCEL_CUPTI_LIB=/nonexistent/libcupti.so.13") != NULL);
+#else
+	KTAP_EXPECT(strstr(r.err, "built without CUPTI headers (cupti_activity.h)") != NULL);
+#endif
+	KTAP_EXPECT(strstr(r.err, "GPU") == NULL);
+}
+
 static const struct ktap_case cases[] = {
 	KTAP_CASE(t_ctl_help_and_usage),
 	KTAP_CASE(t_ctl_version),
@@ -504,6 +531,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE_TIMEOUT(t_bench_pools_quick, 120),
 	KTAP_CASE(t_bench_usage_errors),
 	KTAP_CASE(t_bench_stream_device),
+	KTAP_CASE(t_bench_decode_trace),
 };
 
 int main(int argc, char **argv)

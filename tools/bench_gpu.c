@@ -6,7 +6,9 @@
  * cuBLASLt's bf16 GEMM rate. Each figure is printed with its fraction of
  * the ceiling that bounds it. Kernel times come from CUDA events around
  * many back-to-back launches; step times from the host clock around
- * haccel_model_step (inputs copied, graph launched, stream synchronised).
+ * haccel_model_step (inputs copied, graph launched, stream synchronised);
+ * with decode --trace, the kernels of more steps from CUPTI (bench_trace.c)
+ * and the GPU idle time between them.
  *
  * haccel-bench links the library's internals (libhaccel-core) to reach
  * the kernels; nothing here is public API.
@@ -20,6 +22,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "bench_trace.h"
 #include "common.h"
 #include "core/ctx.h"
 #include "gpu/blas.h"
@@ -472,7 +475,7 @@ out:
 static void kusage(FILE *f)
 {
 	fprintf(f,
-		"Usage: haccel-bench [--json] kernels [--quick]\n"
+		"Usage: haccel-bench [--json] kernels [--quick] [--only NAME[,NAME...]]\n"
 		"\n"
 		"Time the CUDA kernels on shapes of the issue's targets, each next to the\n"
 		"device copy bandwidth or the cuBLASLt bf16 GEMM rate measured first:\n"
@@ -480,18 +483,38 @@ static void kusage(FILE *f)
 		"  kda_chunked   one 8192-token prefill, 32 and 64 heads\n"
 		"  indexer_topk  batch 1..64 queries at 64K context, 32 index heads, top-k 2048\n"
 		"  sparse_mla    the same selections, 16 and 64 heads\n"
-		"  --quick       fewer shapes\n");
+		"  --quick       fewer shapes\n"
+		"  --only LIST   only these of the four (indexer_topk and sparse_mla run\n"
+		"                together: sparse MLA reads the indexer's selections)\n");
 }
 
 int bench_kernels(int argc, char **argv, int json)
 {
+	static const char *const names[] = { "kda_decode", "kda_chunked", "indexer_topk",
+					      "sparse_mla" };
 	struct gb b = { 0 };
-	bool quick = false;
+	bool quick = false, want[4] = { true, true, true, true };
 	int ret;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick")) {
 			quick = true;
+		} else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+			char *s = argv[++i], *tok;
+
+			memset(want, 0, sizeof(want));
+			for (tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
+				unsigned int k = 0;
+
+				while (k < 4 && strcmp(tok, names[k]))
+					k++;
+				if (k == 4) {
+					tool_err("kernels: unknown kernel '%s' (kda_decode, kda_chunked, indexer_topk, sparse_mla)",
+						 tok);
+					return EXIT_USAGE;
+				}
+				want[k] = true;
+			}
 		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			kusage(stdout);
 			return EXIT_OK;
@@ -512,17 +535,18 @@ int bench_kernels(int argc, char **argv, int json)
 	tbl = json ? stderr : stdout;
 	ret = ceilings(&b);
 	const uint32_t Bs[] = { 1, 16, 64, 128, 256 }, Hs[] = { 32, 64 };
-	for (unsigned int h = 0; !ret && h < 2; h++)
+	for (unsigned int h = 0; want[0] && !ret && h < 2; h++)
 		for (unsigned int i = 0; !ret && i < 5; i++)
 			if (!quick || Bs[i] == 64)
 				ret = bench_kda(&b, Hs[h], Bs[i], 0, false);
-	for (unsigned int h = 0; !ret && h < 2; h++)
+	for (unsigned int h = 0; want[1] && !ret && h < 2; h++)
 		ret = bench_kda(&b, Hs[h], 0, 8192, true);
 	const uint32_t Ds[] = { 1, 32, 64 };
-	for (unsigned int i = 0; !ret && i < 3; i++)
+	bool dsa = want[2] || want[3];
+	for (unsigned int i = 0; dsa && !ret && i < 3; i++)
 		if (!quick || Ds[i] == 32)
 			ret = bench_dsa(&b, Ds[i], 65536, 32, 16, 2048);
-	if (!ret && !quick)
+	if (dsa && !ret && !quick)
 		ret = bench_dsa(&b, 32, 65536, 32, 64, 2048);
 	if (ret) {
 		char err[512];
@@ -543,6 +567,44 @@ int bench_kernels(int argc, char **argv, int json)
 /* ------------------------------------------------------------------------ */
 /* Decode and prefill of a model                                            */
 
+/*
+ * The decode sequences' pages hold what the pool's memory held (zeros on a
+ * fresh one): identical index keys, every score tied, the selection's
+ * worst case and no model's. Fill every DSA layer's index-key and KV
+ * regions with random valid records instead (as bench_dsa makes them),
+ * 8192 of them tiled over each region by device copies.
+ */
+static int fill_caches(struct gb *b, const struct haccel_model *m)
+{
+	enum { NREC = 8192 };
+	unsigned int mark = b->n;
+	int ret = 0;
+
+	for (uint32_t l = 0; !ret && l < HACCEL__MAX_LAYERS; l++) {
+		const struct haccel_kv_region *rg[2] = { &m->ik_reg[l], &m->kv_reg[l] };
+
+		for (int r = 0; !ret && r < 2; r++) {
+			uint32_t rec = rg[r]->bytes_per_token;
+			uint8_t *h;
+			uint64_t src, base = (uint64_t)(uintptr_t)rg[r]->base, chunk = (uint64_t)NREC * rec;
+
+			if (!rg[r]->base || !rg[r]->bytes)
+				continue;
+			h = r ? records(NREC, rec, 512, false) : records(NREC, rec, 128, true);
+			src = h ? dput(b, h, chunk) : 0;
+			free(h);
+			if (!src)
+				ret = -ENOMEM;
+			for (uint64_t off = 0; !ret && off < rg[r]->bytes; off += chunk)
+				ret = b->cu->MemcpyDtoD(base + off, src,
+							rg[r]->bytes - off < chunk ? rg[r]->bytes - off : chunk) ?
+					      -EIO : 0;
+		}
+	}
+	dfree_to(b, mark);
+	return ret;
+}
+
 /* Bytes a decode step of B sequences at context ctx must move at least:
  * every weight once, each KDA state read and written, each sequence's
  * index keys read, its selected KV records read. */
@@ -559,21 +621,125 @@ static double decode_bytes(const struct haccel_model *m, uint32_t B, uint32_t ct
 	return w;
 }
 
+/*
+ * decode --trace: `steps` more steps of the B sequences with CUPTI
+ * recording kernels. Each step's window is CUPTI's clock read before and
+ * after haccel_model_step, which returns once the stream is synchronised:
+ * every kernel of the step starts and ends inside it, and nothing else
+ * runs on the GPU meanwhile. Its GPU span is then first kernel start to
+ * last kernel end. Failures of tracing itself are described in why.
+ */
+static int trace_decode(struct haccel_model *m, struct haccel_step_item *it, const uint32_t *seq,
+			uint32_t B, const int32_t *toks, uint32_t steps, json_t *r, char *why,
+			size_t why_len)
+{
+	uint64_t *w0 = calloc(steps, sizeof(*w0)), *w1 = calloc(steps, sizeof(*w1));
+	double *host = calloc(steps, sizeof(*host));
+	struct trace_result tr = { 0 };
+	struct trace_summary s;
+	char terr[400];
+	int ret = -ENOMEM, sret;
+
+	if (!w0 || !w1 || !host) {
+		snprintf(why, why_len, "--trace: no memory for %u step windows", steps);
+		goto out;
+	}
+	ret = trace_start(terr, sizeof(terr));
+	if (ret) {
+		snprintf(why, why_len, "--trace: %s", terr);
+		goto out;
+	}
+	for (uint32_t k = 0; !ret && k < steps; k++) {
+		for (uint32_t q = 0; q < B; q++)
+			it[q] = (struct haccel_step_item){ seq[q], 1, &toks[k], NULL };
+		w0[k] = trace_now();
+		ret = haccel_model_step(m, it, B);
+		w1[k] = trace_now();
+		host[k] = (double)(w1[k] - w0[k]);
+		trace_drain();
+	}
+	sret = trace_stop(&tr, terr, sizeof(terr));
+	/* A failed step is the model's error (haccel_last_error). */
+	if (ret)
+		goto out;
+	ret = sret;
+	if (ret) {
+		snprintf(why, why_len, "--trace: %s", terr);
+		goto out;
+	}
+	ret = trace_gaps(tr.k, tr.n, w0, w1, steps, &s);
+	if (ret) {
+		snprintf(why, why_len, "--trace: no memory to sort %zu kernel records", tr.n);
+		goto out;
+	}
+	if (tr.refused)
+		tool_err("decode: --trace: warning: CUPTI's record pool ran dry %llu times: kernels are missing",
+			 (unsigned long long)tr.refused);
+	if (s.empty)
+		tool_err("decode: --trace: warning: %zu of %u steps had no kernel recorded", s.empty, steps);
+	double hstep = bench_median(host, steps);
+	fprintf(tbl, "trace batch %u: step span %.3f ms, kernels busy %.3f ms, gaps %.3f ms (%.1f%% of the span), %g kernels a step; host step %.3f ms\n",
+		B, s.span_ns / 1e6, s.busy_ns / 1e6, s.gap_ns / 1e6, 100 * s.gap_fraction, s.kernels,
+		hstep / 1e6);
+	fprintf(tbl, "  %-60s %9s %10s %9s\n", "kernel (top by time)", "ms/step", "count/step",
+		"% of busy");
+	json_t *jt = json_object(), *top = json_array();
+	double per = s.steps ? 1.0 / s.steps : 0;
+	for (size_t i = 0; i < s.ntop; i++) {
+		const struct trace_name *t = &s.top[i];
+		json_t *e = json_object();
+
+		fprintf(tbl, "  %-60.60s %9.3f %10.1f %8.1f%%\n", t->name, t->ns * per / 1e6,
+			t->count * per, s.total_busy_ns ? 100.0 * t->ns / s.total_busy_ns : 0);
+		json_object_set_new(e, "name", json_string(t->name));
+		json_object_set_new(e, "seconds_per_step", json_real(t->ns * per / 1e9));
+		json_object_set_new(e, "count_per_step", json_real(t->count * per));
+		json_array_append_new(top, e);
+	}
+	json_object_set_new(jt, "steps", json_integer((json_int_t)s.steps));
+	json_object_set_new(jt, "span_s", json_real(s.span_ns / 1e9));
+	json_object_set_new(jt, "busy_s", json_real(s.busy_ns / 1e9));
+	json_object_set_new(jt, "gap_s", json_real(s.gap_ns / 1e9));
+	json_object_set_new(jt, "gap_fraction", json_real(s.gap_fraction));
+	json_object_set_new(jt, "kernels_per_step", json_real(s.kernels));
+	json_object_set_new(jt, "host_step_s", json_real(hstep / 1e9));
+	json_object_set_new(jt, "kernel_names", json_integer((json_int_t)s.names));
+	json_object_set_new(jt, "records_refused", json_integer((json_int_t)tr.refused));
+	json_object_set_new(jt, "top", top);
+	json_object_set_new(r, "trace", jt);
+out:
+	trace_result_free(&tr);
+	free(w0);
+	free(w1);
+	free(host);
+	return ret;
+}
+
 static void dusage(FILE *f, const char *what)
 {
 	fprintf(f,
 		"Usage: haccel-bench [--json] %s MODEL_DIR [--batch B[,B...]] [--context N]\n"
-		"       [--steps N] [--no-graphs]\n"
+		"       [--steps N] [--no-graphs]%s\n"
 		"\n"
 		"decode: sequences at a context of N tokens (made without running the\n"
-		"model: their KV pages are taken, their bytes as the pool holds them),\n"
+		"model: their KV pages are taken and filled with random valid index-key\n"
+		"and KV records, 8192 distinct ones tiled over each layer's region),\n"
 		"then timed one-token steps through haccel_model_step on the GPU, next to\n"
 		"the step's bytes-moved roofline at the copy bandwidth measured first.\n"
 		"prefill: one sequence of N tokens in chunks of the batch value, tokens/s\n"
 		"next to the GEMM-rate bound of the model's matmul flops.\n"
 		"Defaults: decode --batch 1,64 --context 32768 --steps 20; prefill\n"
-		"--batch 2048 --context 8192.\n",
-		what);
+		"--batch 2048 --context 8192.\n"
+		"\n"
+		"decode --trace: after the timed steps of each batch, as many more with\n"
+		"CUPTI recording every kernel (those replayed from CUDA graphs too); per\n"
+		"batch, the median step span (first kernel start to last kernel end),\n"
+		"the time kernels ran (their union: overlapping ones count once), the\n"
+		"gaps between kernels (span - busy) as a fraction of the span, kernels a\n"
+		"step, and the top 15 kernels by time. Needs libcupti at run time\n"
+		"(libcupti.so.13, or the path in HACCEL_CUPTI_LIB) and a build with\n"
+		"CUPTI's headers.\n",
+		what, strcmp(what, "decode") ? "" : " [--trace]");
 }
 
 int bench_model(int argc, char **argv, int json, bool prefill)
@@ -581,8 +747,9 @@ int bench_model(int argc, char **argv, int json, bool prefill)
 	const char *what = prefill ? "prefill" : "decode", *dir = NULL;
 	uint64_t batches[16] = { 1, 64 }, ctxn = prefill ? 8192 : 32768, steps = 20;
 	unsigned int nb = 2;
-	bool no_graphs = false;
+	bool no_graphs = false, trace = false;
 	struct gb b = { 0 };
+	char why[512] = "";
 	int ret = 0;
 
 	if (prefill)
@@ -593,6 +760,8 @@ int bench_model(int argc, char **argv, int json, bool prefill)
 			return EXIT_OK;
 		} else if (!strcmp(argv[i], "--no-graphs")) {
 			no_graphs = true;
+		} else if (!strcmp(argv[i], "--trace") && !prefill) {
+			trace = true;
 		} else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
 			char *s = argv[++i], *tok;
 			nb = 0;
@@ -623,6 +792,11 @@ int bench_model(int argc, char **argv, int json, bool prefill)
 		dusage(stderr, what);
 		return EXIT_USAGE;
 	}
+	/* libcupti before the GPU: a run that cannot trace stops at once. */
+	if (trace && trace_load(why, sizeof(why))) {
+		tool_err("%s: --trace: %s", what, why);
+		return EXIT_FAIL;
+	}
 	if (gpu_start(&b)) {
 		haccel_close(b.ctx);
 		return EXIT_FAIL;
@@ -637,27 +811,31 @@ int bench_model(int argc, char **argv, int json, bool prefill)
 		struct haccel_model *m = NULL;
 		uint32_t B = prefill ? 1 : (uint32_t)batches[bi];
 		uint32_t chunk = prefill ? (uint32_t)batches[bi] : 1;
+		/* Tokens a sequence takes: the context, warm-up, timed and traced steps. */
+		uint32_t ntok = (uint32_t)ctxn + (uint32_t)steps * (trace ? 2 : 1) + 8;
 
 		haccel_model_params_init(&mp);
 		mp.device = HACCEL_DEVICE_CUDA;
 		mp.flags = no_graphs ? HACCEL_MODEL_NO_GRAPHS : 0;
 		mp.load_flags = 0;
 		mp.max_seqs = B;
-		mp.max_seq_tokens = (uint32_t)ctxn + (uint32_t)steps + 8;
+		mp.max_seq_tokens = ntok;
 		mp.max_step_tokens = prefill ? chunk : (B < 256 ? 256 : B);
 		ret = haccel_model_open(b.ctx, dir, &mp, &m);
 		if (ret)
 			break;
 		uint32_t *seq = calloc(B, 4), V = m->c.vocab_size;
-		int32_t *toks = malloc((ctxn + steps + 8) * 4);
+		int32_t *toks = malloc((size_t)ntok * 4);
 		struct haccel_step_item *it = calloc(B, sizeof(*it));
 		for (uint32_t s = 0; !ret && s < B; s++) {
 			ret = haccel_model_seq_create(m, &seq[s]);
-			for (uint32_t i = 0; i < ctxn + steps + 8; i++)
+			for (uint32_t i = 0; i < ntok; i++)
 				toks[i] = (int32_t)(((uint64_t)s * 7919 + i * 31 + i / 7) % V);
 			if (!ret && !prefill)
 				ret = haccel__model_seq_extend(m, seq[s], toks, (uint32_t)ctxn);
 		}
+		if (!ret && !prefill)
+			ret = fill_caches(&b, m);
 		double t0 = 0, dt;
 		json_t *r = json_object();
 		if (!ret && !prefill) {
@@ -683,6 +861,9 @@ int bench_model(int argc, char **argv, int json, bool prefill)
 			json_object_set_new(r, "roofline_bytes", json_real(bytes));
 			json_object_set_new(r, "roofline_seconds", json_real(roof));
 			json_object_set_new(r, "x_roofline", json_real(dt / roof));
+			if (!ret && trace)
+				ret = trace_decode(m, it, seq, B, toks + steps + 2, (uint32_t)steps, r, why,
+						   sizeof(why));
 		} else if (!ret) {
 			uint32_t done = 0;
 			t0 = (double)tool_now_ns();
@@ -714,7 +895,10 @@ int bench_model(int argc, char **argv, int json, bool prefill)
 	if (ret) {
 		char err[512];
 		haccel_last_error(b.ctx, err, sizeof(err));
-		tool_err("%s: %s", what, err[0] ? err : strerror(-ret));
+		if (why[0])
+			tool_err("%s: %s", what, why);
+		else
+			tool_err("%s: %s", what, err[0] ? err : strerror(-ret));
 		json_decref(b.out);
 		gpu_stop(&b);
 		return EXIT_FAIL;
