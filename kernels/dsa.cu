@@ -1454,33 +1454,50 @@ haccel_dsa_mla_h32(float *o_lat, float *part, const float *q_lat, const float *q
  * Merge the splits of one (token, head), a block of 128 threads, 4 dims a
  * thread: weights exp(m_s - M) over the splits that saw records (l_s > 0;
  * a split that did has l_s >= 1, or NaN, which then spreads as on the CPU).
- * No split with records (n_sel = 0): zeros.
+ * No split with records (n_sel = 0): zeros. The (m, l) of every split are
+ * read at once and the weights kept in shared memory (n_split floats), so
+ * the loop over the partial outputs has only independent loads.
  */
 HACCEL_K void haccel_dsa_mla_combine(float *o_lat, const float *part, uint32_t T, uint32_t H,
 				     uint32_t n_split)
 {
+	float *wgt = (float *)dsa_smem;
+	__shared__ float red[4];
 	uint32_t t = blockIdx.x / H, h = blockIdx.x % H, d = 4 * threadIdx.x;
+	uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const float *ml = part + (size_t)T * n_split * H * 512;
 	float M = -INFINITY, L = 0.0f, acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
 
-	for (uint32_t s = 0; s < n_split; s++) {
+	for (uint32_t s = threadIdx.x; s < n_split; s += blockDim.x) {
 		const float *e = ml + (((size_t)t * n_split + s) * H + h) * 2;
 
 		if (e[1] != 0.0f)
 			M = fmaxf(M, e[0]);
 	}
+	M = warp_max(M);
+	if (lane == 0)
+		red[warp] = M;
+	__syncthreads();
+	M = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+	for (uint32_t s = threadIdx.x; s < n_split; s += blockDim.x) {
+		const float *e = ml + (((size_t)t * n_split + s) * H + h) * 2;
+
+		wgt[s] = e[1] != 0.0f ? expf(e[0] - M) : 0.0f;
+	}
+	__syncthreads();
 	for (uint32_t s = 0; s < n_split; s++) {
 		size_t i = ((size_t)t * n_split + s) * H + h;
-		float ms = ml[2 * i], ls = ml[2 * i + 1];
+		float w = wgt[s], ls = ml[2 * i + 1];
 
 		if (ls == 0.0f)
 			continue;
-		float wgt = expf(ms - M);
-		const float *ps = part + i * 512 + d;
+		const float4 p = *(const float4 *)(part + i * 512 + d);
 
-		L += wgt * ls;
-		for (int k = 0; k < 4; k++)
-			acc[k] += wgt * ps[k];
+		L += w * ls;
+		acc[0] += w * p.x;
+		acc[1] += w * p.y;
+		acc[2] += w * p.z;
+		acc[3] += w * p.w;
 	}
 	float *out = o_lat + ((size_t)t * H + h) * 512 + d;
 	for (int k = 0; k < 4; k++)

@@ -282,6 +282,7 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 	 * 16-byte pieces. */
 	if (!H || dr % 16 || dr > 64 || !topk || !page_tokens || region % 16 ||
 	    blocks > 0x7fffffff || (uint64_t)T * H > 0x7fffffff || (n_split > 1 && !scratch) ||
+	    n_split > 12288 /* the combine's weights, 48 KiB */ ||
 	    smem > MAX_SMEM)
 		return -EINVAL;
 	void *fn, *comb = NULL;
@@ -301,6 +302,7 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 			     &tps, &n_hg);
 	if (ret || n_split == 1)
 		return ret;
-	return HACCEL__LAUNCH(g, comb, T * H, 1, 1, 128, 1, 1, 0, stream, &o_lat, &scratch, &T, &H,
-			      &n_split);
+	/* the splits' weights in shared memory (dsa.cu, haccel_dsa_mla_combine) */
+	return HACCEL__LAUNCH(g, comb, T * H, 1, 1, 128, 1, 1, n_split * 4, stream, &o_lat,
+			      &scratch, &T, &H, &n_split);
 }
