@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* haccel-ctl and haccel-bench: help, usage errors, JSON output, doctor on a fixture sysfs tree, driver status/quota/clients without haccel.ko and on fixture trees, bench stream --device without a GPU, bench decode --trace without libcupti. */
+/* haccel-ctl and haccel-bench: help, usage errors, JSON output, doctor on a fixture sysfs tree, driver status/quota/clients without haccel.ko and on fixture trees, bench stream --device without a GPU, bench decode --trace without libcupti, bench kernels --only. */
 #include "config.h"
 
 #include <errno.h>
@@ -518,6 +518,19 @@ static void t_bench_decode_trace(void)
 	KTAP_EXPECT(strstr(r.err, "GPU") == NULL);
 }
 
+/* kernels --only: documented, and a name that is none of the four is a
+ * usage error before any GPU is looked for. */
+static void t_bench_kernels_only(void)
+{
+	run(&r, "HACCEL_BENCH", "kernels", "--help", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	KTAP_EXPECT(strstr(r.out, "--only LIST") != NULL);
+	run(&r, "HACCEL_BENCH", "kernels", "--only", "sparse_mla,bogus", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "unknown kernel 'bogus'") != NULL);
+	KTAP_EXPECT(strstr(r.err, "GPU") == NULL);
+}
+
 static const struct ktap_case cases[] = {
 	KTAP_CASE(t_ctl_help_and_usage),
 	KTAP_CASE(t_ctl_version),
@@ -532,6 +545,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_bench_usage_errors),
 	KTAP_CASE(t_bench_stream_device),
 	KTAP_CASE(t_bench_decode_trace),
+	KTAP_CASE(t_bench_kernels_only),
 };
 
 int main(int argc, char **argv)
