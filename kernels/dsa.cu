@@ -342,37 +342,18 @@ struct dsa_sel_shared {
 };
 
 /*
- * What a selection reads (the keys of positions pos0 + i, in shared or
- * global memory) and where it puts the composite keys (a shared sort
- * buffer).
- */
-struct dsa_sel_io {
-	const uint32_t *skey;
-	uint32_t pos0;
-	unsigned long long *out_sort;
-};
-
-__device__ __forceinline__ uint32_t dsa_sel_key(const struct dsa_sel_io &io, uint32_t i)
-{
-	return io.skey[i];
-}
-
-__device__ __forceinline__ uint32_t dsa_sel_pos(const struct dsa_sel_io &io, uint32_t i)
-{
-	return io.pos0 + i;
-}
-
-/*
- * The k best of N (key, position) entries, in position order when the
- * input is: a radix select finds the k-th largest key thr (8 bits a pass,
+ * The k best of the N keys of positions 0..N-1 (keys, in shared or global
+ * memory), as composite keys (key << 32 | ~position) into out: a radix
+ * select finds the k-th largest key thr (8 bits a pass,
  * stopping early once a bin holds exactly the entries still wanted), then
  * each warp takes a contiguous range and keeps every key above thr and the
  * first `need` keys equal to it, counting with ballots so that the output
  * keeps the input order. Every thread of the block calls it; the entries
  * are in place for the caller after its next __syncthreads.
  */
-__device__ __forceinline__ void dsa_select(struct dsa_sel_io io, uint32_t N, uint32_t k,
-			   uint32_t *hist, struct dsa_sel_shared *sh)
+__device__ __forceinline__ void dsa_select(const uint32_t *keys, unsigned long long *out_sort,
+					   uint32_t N, uint32_t k, uint32_t *hist,
+					   struct dsa_sel_shared *sh)
 {
 	uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nthr = blockDim.x;
 	uint32_t nwarp = nthr >> 5, prefix = 0, mask = 0, need = k;
@@ -383,7 +364,7 @@ __device__ __forceinline__ void dsa_select(struct dsa_sel_io io, uint32_t N, uin
 				hist[i] = 0;
 			__syncthreads();
 			for (uint32_t base = 0; base < N; base += nthr) {
-				uint32_t i = base + tid, key = i < N ? dsa_sel_key(io, i) : 0;
+				uint32_t i = base + tid, key = i < N ? keys[i] : 0;
 				bool ok = i < N && (key & mask) == prefix;
 				uint32_t digit = (key >> shift) & 255;
 				/* Scores crowd into few bins: one atomic per
@@ -434,7 +415,7 @@ __device__ __forceinline__ void dsa_select(struct dsa_sel_io io, uint32_t N, uin
 	uint32_t lt = (1u << lane) - 1;
 
 	for (uint32_t base = r0; base < r1; base += 32) {
-		uint32_t i = base + lane, key = i < r1 ? dsa_sel_key(io, i) & mask : 0;
+		uint32_t i = base + lane, key = i < r1 ? keys[i] & mask : 0;
 
 		gt += __popc(__ballot_sync(0xffffffffu, i < r1 && key > prefix));
 		eq += __popc(__ballot_sync(0xffffffffu, i < r1 && key == prefix));
@@ -452,16 +433,16 @@ __device__ __forceinline__ void dsa_select(struct dsa_sel_io io, uint32_t N, uin
 		eq_before += e;
 	}
 	for (uint32_t base = r0; base < r1; base += 32) {
-		uint32_t i = base + lane, key = i < r1 ? dsa_sel_key(io, i) : 0;
+		uint32_t i = base + lane, key = i < r1 ? keys[i] : 0;
 		bool g = i < r1 && (key & mask) > prefix, e = i < r1 && (key & mask) == prefix;
 		uint32_t be = __ballot_sync(0xffffffffu, e);
 		bool s = g || (e && eq_before + __popc(be & lt) < need);
 		uint32_t bs = __ballot_sync(0xffffffffu, s);
 
 		if (s) {
-			uint32_t o = out + __popc(bs & lt), p = dsa_sel_pos(io, i);
+			uint32_t o = out + __popc(bs & lt), p = i;
 
-			io.out_sort[o] = (unsigned long long)key << 32 | (0xffffffffu - p);
+			out_sort[o] = (unsigned long long)key << 32 | (0xffffffffu - p);
 		}
 		eq_before += __popc(be);
 		out += __popc(bs);
@@ -1025,10 +1006,8 @@ haccel_dsa_ix_topk(int32_t *sel, uint32_t *n_sel, const uint32_t *keys, uint32_t
 		dsa_sort_write(buf, total, k, sel + (size_t)t * topk, topk, n_sel + t);
 		return;
 	}
-	struct dsa_sel_io io = { row, 0, buf };
-
 	__syncthreads();
-	dsa_select(io, n, k, hist, sh);
+	dsa_select(row, buf, n, k, hist, sh);
 	__syncthreads();
 	dsa_sort_write(buf, k, k, sel + (size_t)t * topk, topk, n_sel + t);
 }

@@ -64,15 +64,16 @@ static inline unsigned long hd_cmd(unsigned int nr, unsigned int dir,
 	return _IOC(dir, DRM_IOCTL_BASE, DRM_COMMAND_BASE + nr, size);
 }
 
-/* Open the haccel render node, or -1 if there is none. */
-static inline int hd_try_open(void)
+/* Open the first of fmt's nodes (minors first..last-1) that haccel drives,
+ * or -1 if there is none. */
+static inline int hd_try_open_node(const char *fmt, int first, int last)
 {
-	for (int minor = 128; minor < 192; minor++) {
+	for (int minor = first; minor < last; minor++) {
 		char path[64], name[32] = "";
 		struct drm_version v;
 		int fd;
 
-		snprintf(path, sizeof(path), "/dev/dri/renderD%d", minor);
+		snprintf(path, sizeof(path), fmt, minor);
 		fd = open(path, O_RDWR | O_CLOEXEC);
 		if (fd < 0)
 			continue;
@@ -87,27 +88,16 @@ static inline int hd_try_open(void)
 	return -1;
 }
 
+/* Open the haccel render node, or -1 if there is none. */
+static inline int hd_try_open(void)
+{
+	return hd_try_open_node("/dev/dri/renderD%d", 128, 192);
+}
+
 /* Open the haccel primary node (/dev/dri/cardN), or -1 if there is none. */
 static inline int hd_try_open_card(void)
 {
-	for (int minor = 0; minor < 64; minor++) {
-		char path[64], name[32] = "";
-		struct drm_version v;
-		int fd;
-
-		snprintf(path, sizeof(path), "/dev/dri/card%d", minor);
-		fd = open(path, O_RDWR | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		memset(&v, 0, sizeof(v));
-		v.name = name;
-		v.name_len = sizeof(name) - 1;
-		if (hd_ioctl(fd, DRM_IOCTL_VERSION, &v) == 0 &&
-		    !strcmp(name, HACCEL_DRIVER_NAME))
-			return fd;
-		close(fd);
-	}
-	return -1;
+	return hd_try_open_node("/dev/dri/card%d", 0, 64);
 }
 
 /*

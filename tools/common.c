@@ -131,3 +131,22 @@ int tool_read_file(const char *path, char *buf, size_t len)
 		buf[--n] = '\0';
 	return (int)n;
 }
+
+const char *tool_subcommand(int argc, char **argv, const char *cmd, const char *subs, int help,
+			    void (*usage)(FILE *f), int *rc)
+{
+	/* argv[optind] is cmd itself: haccel-ctl dispatched on it. */
+	optind++;
+	if (help) {
+		usage(stdout);
+		*rc = EXIT_OK;
+		return NULL;
+	}
+	if (optind >= argc) {
+		tool_err("%s: missing subcommand (%s)", cmd, subs);
+		usage(stderr);
+		*rc = EXIT_USAGE;
+		return NULL;
+	}
+	return argv[optind++];
+}

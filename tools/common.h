@@ -38,4 +38,14 @@ int tool_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
  * removed. Returns bytes read or -errno. */
 int tool_read_file(const char *path, char *buf, size_t len);
 
+/*
+ * After getopt_long over the options of a haccel-ctl command `cmd`
+ * (argv[optind] is cmd itself): --help prints usage to stdout, no
+ * subcommand is a usage error naming the ones there are (subs, e.g.
+ * "inspect or verify"). Returns the subcommand, optind past it; or NULL
+ * with *rc the exit code to return.
+ */
+const char *tool_subcommand(int argc, char **argv, const char *cmd, const char *subs, int help,
+			    void (*usage)(FILE *f), int *rc);
+
 #endif /* HACCEL_TOOLS_COMMON_H */

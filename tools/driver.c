@@ -595,7 +595,7 @@ int driver_main(int argc, char **argv)
 	};
 	const char *sub, *client_arg = NULL;
 	uint64_t limit, client = 0;
-	int json = 0, help = 0, c;
+	int json = 0, help = 0, c, rc;
 	int32_t node = HACCEL_NODE_ANY;
 
 	optind = 1;
@@ -615,18 +615,9 @@ int driver_main(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	/* argv[optind] is "driver" itself: haccel-ctl dispatched on it. */
-	optind++;
-	if (help) {
-		usage(stdout);
-		return EXIT_OK;
-	}
-	if (optind >= argc) {
-		tool_err("driver: missing subcommand (status, quota or clients)");
-		usage(stderr);
-		return EXIT_USAGE;
-	}
-	sub = argv[optind++];
+	sub = tool_subcommand(argc, argv, "driver", "status, quota or clients", help, usage, &rc);
+	if (!sub)
+		return rc;
 	if (client_arg && strcmp(sub, "quota")) {
 		tool_err("driver %s: --client applies to quota set only", sub);
 		return EXIT_USAGE;

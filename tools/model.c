@@ -50,7 +50,7 @@ int model_main(int argc, char **argv)
 	};
 	const char *preset = NULL, *out = NULL, *sub;
 	uint64_t seed = 1;
-	int json = 0, force = 0, help = 0, c, ret;
+	int json = 0, force = 0, help = 0, c, ret, rc;
 	struct haccel_ctx *ctx;
 	struct timespec t0, t1;
 	char err[1024], path[4200];
@@ -84,18 +84,9 @@ int model_main(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	/* argv[optind] is "model" itself: haccel-ctl dispatched on it. */
-	optind++;
-	if (help) {
-		usage(stdout);
-		return EXIT_OK;
-	}
-	if (optind >= argc) {
-		tool_err("model: missing subcommand (init)");
-		usage(stderr);
-		return EXIT_USAGE;
-	}
-	sub = argv[optind++];
+	sub = tool_subcommand(argc, argv, "model", "init", help, usage, &rc);
+	if (!sub)
+		return rc;
 	if (strcmp(sub, "init")) {
 		tool_err("model: unknown subcommand '%s' (init)", sub);
 		return EXIT_USAGE;

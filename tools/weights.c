@@ -549,7 +549,7 @@ int weights_main(int argc, char **argv)
 	};
 	struct wopts o = { 0 };
 	const char *sub;
-	int help = 0, limit_set = 0, c;
+	int help = 0, limit_set = 0, c, rc;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "jhn:", opts, NULL)) != -1) {
@@ -575,18 +575,9 @@ int weights_main(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	/* argv[optind] is "weights" itself: haccel-ctl dispatched on it. */
-	optind++;
-	if (help) {
-		usage(stdout);
-		return EXIT_OK;
-	}
-	if (optind >= argc) {
-		tool_err("weights: missing subcommand (inspect or verify)");
-		usage(stderr);
-		return EXIT_USAGE;
-	}
-	sub = argv[optind++];
+	sub = tool_subcommand(argc, argv, "weights", "inspect or verify", help, usage, &rc);
+	if (!sub)
+		return rc;
 	if (strcmp(sub, "inspect") && strcmp(sub, "verify")) {
 		tool_err("weights: unknown subcommand '%s' (inspect or verify)", sub);
 		return EXIT_USAGE;
