@@ -50,7 +50,7 @@ __device__ __forceinline__ float dsa_pow2c(int e)
 	return hac_pow2f(e);
 }
 
-/* fp16 2^e (e <= 0) in both halves of a word: 0 below 2^-24. */
+/* fp16 2^e (e <= 15) in both halves of a word: 0 below 2^-24. */
 __device__ __forceinline__ uint32_t dsa_h2pow2(int e)
 {
 	uint32_t h = e >= -14 ? (uint32_t)(e + 15) << 10 : e >= -24 ? 1u << (e + 24) : 0;
@@ -1043,7 +1043,7 @@ __device__ __forceinline__ void dsa_mla_issue(uint8_t *dst, const uint32_t *slot
 {
 	uint32_t nch = nb / 16;
 
-	for (uint32_t u = threadIdx.x; u < DSA_MLA_L * nch; u += DSA_MLA_THREADS) {
+	for (uint32_t u = threadIdx.x; u < DSA_MLA_L * nch; u += blockDim.x) {
 		uint32_t j = u / nch, ch = u - j * nch;
 		bool ok = j0 + j < nrec;
 
@@ -1051,6 +1051,237 @@ __device__ __forceinline__ void dsa_mla_issue(uint8_t *dst, const uint32_t *slot
 			 ok ? region + (size_t)slots[j0 + j] * rec + b0 + ch * 16 : region,
 			 ok ? 16 : 0);
 	}
+}
+
+/*
+ * The queries of head group h0 of token t, R head rows a warp (rows warp +
+ * 8 i, 8 warps): dsa_mla_qload reads them into registers (issued before
+ * the first records' copies, so they do not queue behind them),
+ * dsa_mla_qstore writes them to shared memory: q_lat times 2^kq (largest
+ * magnitude just below 2^15) as fp16 hi + lo rows of 1024 bytes
+ * (swizzled), q_pe as bf16 hi + lo rows of 128 bytes; kq, and m = -inf,
+ * l = 0 per head. Heads past H are zeros.
+ */
+template <int R>
+__device__ __forceinline__ void dsa_mla_qload(float (*v)[18], const float *q_lat,
+					      const float *q_pe, uint32_t t, uint32_t H,
+					      uint32_t h0, uint32_t dr)
+{
+	uint32_t lane = threadIdx.x & 31;
+
+#pragma unroll
+	for (int i = 0; i < R; i++) {
+		uint32_t h = h0 + (threadIdx.x >> 5) + 8 * i;
+		const float *ql = q_lat + ((size_t)t * H + h) * 512;
+		const float *qp = q_pe + ((size_t)t * H + h) * dr;
+
+#pragma unroll
+		for (int k = 0; k < 16; k++)
+			v[i][k] = h < H ? ql[32 * k + lane] : 0.0f;
+		v[i][16] = h < H && lane < dr ? qp[lane] : 0.0f;
+		v[i][17] = h < H && lane + 32 < dr ? qp[lane + 32] : 0.0f;
+	}
+}
+
+template <int R>
+__device__ __forceinline__ void dsa_mla_qstore(uint8_t *qh, uint8_t *qpe, int *kq, float *m_run,
+					       float *l_run, const float (*v)[18], uint32_t HG)
+{
+	uint32_t lane = threadIdx.x & 31;
+
+#pragma unroll
+	for (int i = 0; i < R; i++) {
+		uint32_t r = (threadIdx.x >> 5) + 8 * i;
+		float mx = 0.0f;
+
+#pragma unroll
+		for (int k = 0; k < 16; k++)
+			mx = fmaxf(mx, hac_abs_finite(v[i][k]));
+		uint32_t ab = hac_f2u(warp_max(mx));
+		/* frexp exponent x of the largest magnitude: scale by
+		 * 2^(15 - x), kept in the normal range. */
+		int e = ab ? 15 - ((int)(ab >> 23) - 126) : 0;
+		e = e > 126 ? 126 : e < -126 ? -126 : e;
+		float f = hac_pow2f(e);
+		uint16_t *qhi = (uint16_t *)(qh + r * 1024);
+		uint16_t *qlo = (uint16_t *)(qh + (HG + r) * 1024);
+#pragma unroll
+		for (int k = 0; k < 16; k++) {
+			uint32_t d = 32 * k + lane, o = (dsa_swz(r, d >> 3) >> 1) + (d & 7);
+			float x = v[i][k] * f;
+			uint16_t hi = dsa_f2h(x);
+
+			qhi[o] = hi;
+			qlo[o] = dsa_f2h(x - dsa_h2f(hi));
+		}
+#pragma unroll
+		for (int k = 0; k < 2; k++) {
+			uint32_t d = lane + 32 * k, o = (dsa_swz(r, d >> 3) >> 1) + (d & 7);
+			float x = v[i][16 + k];
+			uint16_t hi = hac_bf16_from_float(x);
+			uint16_t lo = hac_bf16_from_float(x - hac_bf16_to_float(hi));
+
+			((uint16_t *)(qpe + r * 128))[o] = hi;
+			((uint16_t *)(qpe + (HG + r) * 128))[o] = lo;
+		}
+		if (lane == 0) {
+			kq[r] = e;
+			m_run[r] = -INFINITY;
+			l_run[r] = 0.0f;
+		}
+	}
+}
+
+/*
+ * Step (2) of a tile: the latent codes of its nh records (codes at lat +
+ * j lstride, the 4 tile scales at sc + j sstride) to fp16 in vh, times
+ * 2^(e - enew[tau]), 16 codes a thread step (record u / 32, 16-byte chunk
+ * u % 32); records past nh become zeros.
+ */
+__device__ __forceinline__ void dsa_mla_convert(uint8_t *vh, const uint8_t *lat, uint32_t lstride,
+						const uint8_t *sc, uint32_t sstride, uint32_t nh,
+						const int *enew)
+{
+	for (uint32_t u = threadIdx.x; u < DSA_MLA_L * 32; u += blockDim.x) {
+		uint32_t j = u >> 5, ch = u & 31, tau = ch >> 3;
+		uint32_t hv[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
+
+		if (j < nh) {
+			uint4 cv = *(const uint4 *)(lat + j * lstride + ch * 16);
+			int e = dsa_scale_bits_exp(dsa_ld32(sc + j * sstride + 4 * tau));
+			uint32_t f = dsa_h2pow2(e - dsa_pick4(enew, tau));
+			uint32_t w4[4] = { cv.x, cv.y, cv.z, cv.w };
+
+#pragma unroll
+			for (int i = 0; i < 4; i++) {
+				hv[2 * i] = dsa_hmul2(dsa_e4m3x2(w4[i] & 0xffff), f);
+				hv[2 * i + 1] = dsa_hmul2(dsa_e4m3x2(w4[i] >> 16), f);
+			}
+		}
+		*(uint4 *)(vh + j * 1024 + dsa_swz(j, 2 * ch)) =
+			make_uint4(hv[0], hv[1], hv[2], hv[3]);
+		*(uint4 *)(vh + j * 1024 + dsa_swz(j, 2 * ch + 1)) =
+			make_uint4(hv[4], hv[5], hv[6], hv[7]);
+	}
+}
+
+/*
+ * Step (4) of a tile, R head rows a warp (rows warp + 8 i, 8 warps), two
+ * records a lane: the row's logits (the sum of np partial rows of S, HG
+ * rows of DSA_MLA_SROW floats apart), the running max m and sum l, the
+ * factor alpha for O, P in fp16 (l sums the rounded values). The R rows'
+ * reductions are interleaved.
+ */
+template <int R>
+__device__ __forceinline__ void dsa_mla_softmax(uint8_t *P, float *m_run, float *l_run,
+						float *alpha, const float *S, uint32_t np,
+						uint32_t HG, uint32_t nh)
+{
+	uint32_t lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+	bool v0 = lane < nh, v1 = lane + 32 < nh;
+	float s0[R], s1[R], mx[R], mo[R], ps[R];
+	uint16_t p0[R], p1[R];
+
+#pragma unroll
+	for (int i = 0; i < R; i++) {
+		uint32_t r = w + 8 * i;
+
+		s0[i] = s1[i] = 0.0f;
+		for (uint32_t k = 0; k < np; k++) {
+			s0[i] += S[(k * HG + r) * DSA_MLA_SROW + lane];
+			s1[i] += S[(k * HG + r) * DSA_MLA_SROW + lane + 32];
+		}
+		s0[i] = v0 ? s0[i] : -INFINITY;
+		s1[i] = v1 ? s1[i] : -INFINITY;
+		/* fmaxf skips NaN scores, as the CPU's max does; the NaN
+		 * still reaches l and O through exp. */
+		mx[i] = fmaxf(s0[i], s1[i]);
+		mo[i] = m_run[r];
+	}
+#pragma unroll
+	for (int o = 16; o; o >>= 1)
+#pragma unroll
+		for (int i = 0; i < R; i++)
+			mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], o));
+#pragma unroll
+	for (int i = 0; i < R; i++) {
+		mx[i] = fmaxf(mo[i], mx[i]);
+		p0[i] = dsa_f2h(v0 ? expf(s0[i] - mx[i]) : 0.0f);
+		p1[i] = dsa_f2h(v1 ? expf(s1[i] - mx[i]) : 0.0f);
+		ps[i] = dsa_h2f(p0[i]) + dsa_h2f(p1[i]);
+	}
+#pragma unroll
+	for (int o = 16; o; o >>= 1)
+#pragma unroll
+		for (int i = 0; i < R; i++)
+			ps[i] += __shfl_xor_sync(0xffffffffu, ps[i], o);
+#pragma unroll
+	for (int i = 0; i < R; i++) {
+		uint32_t r = w + 8 * i;
+		uint16_t *prow = (uint16_t *)(P + r * 128);
+
+		prow[(dsa_swz(r, lane >> 3) >> 1) + (lane & 7)] = p0[i];
+		prow[(dsa_swz(r, (lane + 32) >> 3) >> 1) + (lane & 7)] = p1[i];
+		if (lane == 0) {
+			float a = expf(mo[i] - mx[i]);
+
+			alpha[r] = a;
+			l_run[r] = l_run[r] * a + ps[i];
+			m_run[r] = mx[i];
+		}
+	}
+}
+
+/*
+ * The end of a split: a warp's accumulators o[ND][4] (head rows hw + g and
+ * hw + g + 8, dims d0w + 8 n2 + 2 c, + 1) times fo (2^Eref of their latent
+ * tile) go to o_lat divided by l with one split, else to the partials with
+ * the heads' (m, l) (n_rows = tokens x splits rows of partials). Waits for
+ * the block's copies, and takes a barrier first.
+ */
+template <int ND>
+__device__ __forceinline__ void dsa_mla_out(float *o_lat, float *part, const float (*o)[4],
+					    float fo, const float *m_run, const float *l_run,
+					    uint32_t t, uint32_t H, uint32_t hw, uint32_t d0w,
+					    uint32_t h0, uint32_t HG, uint32_t n_split,
+					    uint32_t split, uint32_t nrec, uint32_t n_rows)
+{
+	uint32_t lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+
+	dsa_cp_wait<0>();
+	/* With no tile, the queries' m and l were never behind a barrier. */
+	__syncthreads();
+#pragma unroll
+	for (int hh = 0; hh < 2; hh++) {
+		uint32_t r = hw - h0 + g + 8 * hh, h = hw + g + 8 * hh;
+		float inv = n_split == 1 ? (nrec ? 1.0f / l_run[r] : 0.0f) : 1.0f;
+		float *out = n_split == 1 ? o_lat + ((size_t)t * H + h) * 512 :
+					    part + (((size_t)t * n_split + split) * H + h) * 512;
+
+		if (h >= H)
+			continue;
+#pragma unroll
+		for (uint32_t n2 = 0; n2 < ND; n2++) {
+			uint32_t d = d0w + n2 * 8 + 2 * c;
+
+			/* With no record o is 0 and fo 0: zeros, not NaN. */
+			if (n_split == 1 && !nrec)
+				*(float2 *)(out + d) = make_float2(0.0f, 0.0f);
+			else
+				*(float2 *)(out + d) = make_float2(o[n2][2 * hh] * fo * inv,
+								   o[n2][2 * hh + 1] * fo * inv);
+		}
+	}
+	if (n_split > 1)
+		for (uint32_t r = threadIdx.x; r < HG; r += blockDim.x) {
+			float *ml = part + (size_t)n_rows * H * 512 +
+				    (((size_t)t * n_split + split) * H + h0 + r) * 2;
+
+			if (h0 + r < H) {
+				ml[0] = m_run[r];
+				ml[1] = l_run[r];
+			}
+		}
 }
 
 /*
@@ -1116,6 +1347,9 @@ __device__ __forceinline__ void dsa_mla(float *o_lat, float *part, const float *
 	int *kq = (int *)(alpha + HG);
 	int *emax_w = kq + HG;
 
+	float qv[2 * NMT][18];
+
+	dsa_mla_qload<2 * NMT>(qv, q_lat, q_pe, t, H, h0, dr);
 	for (uint32_t j = tid; j < nrec; j += DSA_MLA_THREADS) {
 		int32_t p = sel[(size_t)t * topk + j0 + j];
 		uint32_t up = p < 0 ? 0 : (uint32_t)p;
@@ -1129,50 +1363,8 @@ __device__ __forceinline__ void dsa_mla(float *o_lat, float *part, const float *
 	}
 	dsa_cp_commit();
 
-	/* Queries, while the first tile loads: a warp per head. */
-	for (uint32_t r = warp; r < HG; r += 8) {
-		uint32_t h = h0 + r;
-		const float *ql = q_lat + ((size_t)t * H + h) * 512;
-		const float *qp = q_pe + ((size_t)t * H + h) * dr;
-		float v[16], mx = 0.0f;
-
-#pragma unroll
-		for (int i = 0; i < 16; i++) {
-			v[i] = h < H ? ql[32 * i + lane] : 0.0f;
-			mx = fmaxf(mx, hac_abs_finite(v[i]));
-		}
-		uint32_t ab = hac_f2u(warp_max(mx));
-		/* frexp exponent x of the largest magnitude: scale by
-		 * 2^(15 - x), kept in the normal range. */
-		int k = ab ? 15 - ((int)(ab >> 23) - 126) : 0;
-		k = k > 126 ? 126 : k < -126 ? -126 : k;
-		float f = hac_pow2f(k);
-		uint16_t *qhi = (uint16_t *)(qh + r * 1024);
-		uint16_t *qlo = (uint16_t *)(qh + (HG + r) * 1024);
-#pragma unroll
-		for (int i = 0; i < 16; i++) {
-			uint32_t d = 32 * i + lane, o = (dsa_swz(r, d >> 3) >> 1) + (d & 7);
-			float x = v[i] * f;
-			uint16_t hi = dsa_f2h(x);
-
-			qhi[o] = hi;
-			qlo[o] = dsa_f2h(x - dsa_h2f(hi));
-		}
-		for (uint32_t d = lane; d < 64; d += 32) {
-			float x = h < H && d < dr ? qp[d] : 0.0f;
-			uint16_t hi = hac_bf16_from_float(x);
-			uint16_t lo = hac_bf16_from_float(x - hac_bf16_to_float(hi));
-			uint32_t o = (dsa_swz(r, d >> 3) >> 1) + (d & 7);
-
-			((uint16_t *)(qpe + r * 128))[o] = hi;
-			((uint16_t *)(qpe + (HG + r) * 128))[o] = lo;
-		}
-		if (lane == 0) {
-			kq[r] = k;
-			m_run[r] = -INFINITY;
-			l_run[r] = 0.0f;
-		}
-	}
+	/* Queries, while the first tile loads. */
+	dsa_mla_qstore<2 * NMT>(qh, qpe, kq, m_run, l_run, qv, HG);
 
 	uint32_t mt_o = warp % NMT, d0w = warp / NMT * 64 * NMT, tau_w = d0w / 128;
 	float o[ND][4];
@@ -1211,28 +1403,8 @@ __device__ __forceinline__ void dsa_mla(float *o_lat, float *part, const float *
 			enew[tau] = dsa_maxi(eref[tau],
 					     dsa_maxi(emax_w[2 * tau], emax_w[2 * tau + 1]));
 
-		/* (2) 16 codes a step: record u / 32, 16-byte chunk u % 32 */
-		for (uint32_t u = tid; u < DSA_MLA_L * 32; u += DSA_MLA_THREADS) {
-			uint32_t j = u >> 5, ch = u & 31, tau = ch >> 3;
-			uint32_t hv[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
-
-			if (j < nh) {
-				uint4 cv = *(const uint4 *)(lat + j * 512 + ch * 16);
-				int e = dsa_scale_bits_exp(dsa_ld32(at + j * ax + 4 * tau));
-				uint32_t f = dsa_h2pow2(e - dsa_pick4(enew, tau));
-				uint32_t w4[4] = { cv.x, cv.y, cv.z, cv.w };
-
-#pragma unroll
-				for (int i = 0; i < 4; i++) {
-					hv[2 * i] = dsa_hmul2(dsa_e4m3x2(w4[i] & 0xffff), f);
-					hv[2 * i + 1] = dsa_hmul2(dsa_e4m3x2(w4[i] >> 16), f);
-				}
-			}
-			*(uint4 *)(vh + j * 1024 + dsa_swz(j, 2 * ch)) =
-				make_uint4(hv[0], hv[1], hv[2], hv[3]);
-			*(uint4 *)(vh + j * 1024 + dsa_swz(j, 2 * ch + 1)) =
-				make_uint4(hv[4], hv[5], hv[6], hv[7]);
-		}
+		/* (2) the latent codes to fp16 */
+		dsa_mla_convert(vh, lat, 512, at, ax, nh, enew);
 		__syncthreads();
 		/* lat is converted: the next tile's codes may come in. */
 		if (it + 1 < ntile)
@@ -1311,29 +1483,8 @@ __device__ __forceinline__ void dsa_mla(float *o_lat, float *part, const float *
 		}
 		__syncthreads();
 
-		/* (4) a warp per head row, two records a lane */
-		for (uint32_t r = warp; r < HG; r += 8) {
-			bool v0 = lane < nh, v1 = lane + 32 < nh;
-			float s0 = v0 ? S[r * DSA_MLA_SROW + lane] : -INFINITY;
-			float s1 = v1 ? S[r * DSA_MLA_SROW + lane + 32] : -INFINITY;
-			/* fmaxf skips NaN scores, as the CPU's max does; the
-			 * NaN still reaches l and O through exp. */
-			float mo = m_run[r], mn = fmaxf(mo, warp_max(fmaxf(s0, s1)));
-			uint16_t p0 = dsa_f2h(v0 ? expf(s0 - mn) : 0.0f);
-			uint16_t p1 = dsa_f2h(v1 ? expf(s1 - mn) : 0.0f);
-			uint16_t *prow = (uint16_t *)(P + r * 128);
-			float ps = warp_sum(dsa_h2f(p0) + dsa_h2f(p1));
-
-			prow[(dsa_swz(r, lane >> 3) >> 1) + (lane & 7)] = p0;
-			prow[(dsa_swz(r, (lane + 32) >> 3) >> 1) + (lane & 7)] = p1;
-			if (lane == 0) {
-				float a = expf(mo - mn);
-
-				alpha[r] = a;
-				l_run[r] = l_run[r] * a + ps;
-				m_run[r] = mn;
-			}
-		}
+		/* (4) softmax, a warp per head row */
+		dsa_mla_softmax<2 * NMT>(P, m_run, l_run, alpha, S, 1, HG, nh);
 		__syncthreads();
 
 		/* (5) O = O * alpha * 2^(Eref - Enew) + P vh */
@@ -1369,53 +1520,326 @@ __device__ __forceinline__ void dsa_mla(float *o_lat, float *part, const float *
 		for (int tau = 0; tau < 4; tau++)
 			eref[tau] = enew[tau];
 	}
-	dsa_cp_wait<0>();
-	/* With no tile, the queries' m and l were never behind a barrier. */
-	__syncthreads();
-
-	float fo = dsa_pow2c(dsa_pick4(eref, tau_w));
-#pragma unroll
-	for (int hh = 0; hh < 2; hh++) {
-		uint32_t r = mt_o * 16 + g + 8 * hh, h = h0 + r;
-		float inv = n_split == 1 ? (nrec ? 1.0f / l_run[r] : 0.0f) : 1.0f;
-		float *out = n_split == 1 ? o_lat + ((size_t)t * H + h) * 512 :
-					    part + (((size_t)t * n_split + split) * H + h) * 512;
-
-		if (h >= H)
-			continue;
-#pragma unroll
-		for (uint32_t n2 = 0; n2 < ND; n2++) {
-			uint32_t d = d0w + n2 * 8 + 2 * c;
-
-			/* With no record o is 0 and fo 0: zeros, not NaN. */
-			if (n_split == 1 && !nrec)
-				*(float2 *)(out + d) = make_float2(0.0f, 0.0f);
-			else
-				*(float2 *)(out + d) = make_float2(o[n2][2 * hh] * fo * inv,
-								   o[n2][2 * hh + 1] * fo * inv);
-		}
-	}
-	if (n_split > 1)
-		for (uint32_t r = tid; r < HG; r += DSA_MLA_THREADS) {
-			float *ml = part + (size_t)gridDim.x / n_hg * H * 512 +
-				    (((size_t)t * n_split + split) * H + h0 + r) * 2;
-
-			if (h0 + r < H) {
-				ml[0] = m_run[r];
-				ml[1] = l_run[r];
-			}
-		}
+	dsa_mla_out<ND>(o_lat, part, o, dsa_pow2c(dsa_pick4(eref, tau_w)), m_run, l_run, t, H,
+			h0 + mt_o * 16, d0w, h0, HG, n_split, split, nrec, gridDim.x / n_hg);
 }
 
-HACCEL_K void __launch_bounds__(DSA_MLA_THREADS, 1)
+#define DSA_M16_THREADS 256
+#define DSA_M16_WARPS 8
+
+/*
+ * Start copying whole records [j0, j0 + 64) of the split into dst, rec
+ * bytes a record (records >= nrec zero-filled): a warp a record (8 warps,
+ * 8 records each), a lane its 16-byte pieces lane and lane + 32 (a record
+ * has 33 to 41). (Bulk copies by the copy engine, a record each, measured
+ * slower on an H200: 0.048 vs 0.040 ms at batch 32.)
+ */
+__device__ __forceinline__ void dsa_m16_issue(uint8_t *dst, const uint32_t *slots, uint32_t j0,
+					      uint32_t nrec, const uint8_t *region, uint32_t rec)
+{
+	const uint32_t NR = DSA_MLA_L / DSA_M16_WARPS;
+	uint32_t lane = threadIdx.x & 31, nch = rec / 16, sl[NR];
+
+	/* The slots first: the copies' "memory" clobbers would otherwise
+	 * keep each slot's load behind the previous record's copies. */
+#pragma unroll
+	for (uint32_t i = 0; i < NR; i++) {
+		uint32_t j = (threadIdx.x >> 5) + DSA_M16_WARPS * i;
+
+		sl[i] = j0 + j < nrec ? slots[j0 + j] : 0;
+	}
+#pragma unroll
+	for (uint32_t i = 0; i < NR; i++) {
+		uint32_t j = (threadIdx.x >> 5) + DSA_M16_WARPS * i;
+		bool ok = j0 + j < nrec;
+		const uint8_t *src = region + (ok ? (size_t)sl[i] * rec : 0);
+		uint32_t n = ok ? 16 : 0, o0 = 16 * lane, o1 = 16 * (lane + 32);
+
+		dsa_cp16(dst + j * rec + o0, src + (ok ? o0 : 0), n);
+		if (lane + 32 < nch)
+			dsa_cp16(dst + j * rec + o1, src + (ok ? o1 : 0), n);
+	}
+}
+
+/*
+ * Sparse MLA for a group of 16 heads: block (split, token), 8 warps, one
+ * block an SM, many tiles a split (ops_dsa.c, mla_splits). Whole records
+ * are copied two tiles ahead of the one computed (raw: three buffers), the
+ * copy of tile it + 2 starting as tile it starts, so a tile's copies have
+ * two tile periods to land. The latent codes go to
+ * fp16 unscaled (exact); a record's tile scales are applied where they are
+ * constant: to its scores, and to its probabilities for O.
+ *
+ * Per tile:
+ *  - (1) latent codes to fp16 vh (8 steps a thread, swizzled), and the
+ *    largest scale exponent Enew_tau of each latent tile tau (thread (tau =
+ *    tid / 64, record tid % 64)); then fac[tau][j] = 2^(15 + e_j,tau -
+ *    Enew_tau) in fp16;
+ *  - (2) S: warp (rg = w % 2: records [32 rg, +32), tau = w / 2: latent
+ *    tile tau, k-steps [8 tau, +8)), A = the queries (fp16 hi + lo times
+ *    2^kq) held in registers for the whole split (shared memory bandwidth
+ *    bounds this kernel: they would be its largest reads), B = vh by
+ *    ldmatrix.x4 (two n-tiles), hi and lo in separate accumulators; each
+ *    sum times (scale_j,tau 2^-kq), plus the rope k-step tau (bf16 hi +
+ *    lo, dr > 16 tau) as a partial row of S[tau];
+ *  - (3) softmax, a warp per two head rows, over the sum of the 4
+ *    partials: m, l (of the fp16-rounded probabilities), alpha, P in fp16;
+ *  - (4) O = O alpha 2^(Eref - Enew) + (P fac_tau) vh: warp w takes dims
+ *    [64 w, +64) of latent tile tau = w / 2; P times fac_tau is exact (a
+ *    power of two, 2^15 at most: P <= 1) unless it falls below the fp16
+ *    normals, and O carries 2^(Eref - 15), taken out at the end.
+ *
+ * Shared memory (ops_dsa.c computes the same size): raw[3][64][rec],
+ * vh[64][1024 bytes], S[4][16][72], P[16][128 bytes], the split's slots,
+ * fac[4][64] (fp16), m/l/alpha/kq per head, 8 warp maxima. The queries
+ * are staged, before the first tile, in the third raw buffer (q hi/lo,
+ * [2][16][1024 bytes]) and in vh (q_pe hi/lo, [2][16][128 bytes]).
+ */
+HACCEL_K void __launch_bounds__(DSA_M16_THREADS, 1)
 haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q_pe, uint32_t H,
 		   uint32_t dr, const int32_t *sel, const uint32_t *n_sel, uint32_t topk,
 		   const uint32_t *bt_row, const uint8_t *region, const uint32_t *block_tables,
 		   uint32_t bt_stride, uint32_t pt, float scale, uint32_t n_split, uint32_t tps,
 		   uint32_t n_hg)
 {
-	dsa_mla<1>(o_lat, part, q_lat, q_pe, H, dr, sel, n_sel, topk, bt_row, region, block_tables,
-		   bt_stride, pt, scale, n_split, tps, n_hg);
+	const uint32_t HG = 16;
+	uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+	uint32_t hg = blockIdx.x % n_hg, split = blockIdx.x / n_hg % n_split;
+	uint32_t t = blockIdx.x / n_hg / n_split, h0 = hg * HG;
+	uint32_t rec = 528 + 2 * dr, tb = DSA_MLA_L * rec;
+	uint32_t n = dsa_minu(n_sel[t], topk), j0 = split * tps * DSA_MLA_L;
+	uint32_t nrec = j0 < n ? dsa_minu(n - j0, tps * DSA_MLA_L) : 0;
+	uint32_t ntile = (nrec + DSA_MLA_L - 1) / DSA_MLA_L;
+	const uint32_t *bt = block_tables + (size_t)bt_row[t] * bt_stride;
+
+	uint8_t *raw = dsa_smem;                        /* [3][64][rec] */
+	uint8_t *vh = raw + 3 * tb;
+	uint8_t *qh = raw + 2 * tb;                     /* [hi, lo][16][1024 bytes] */
+	uint8_t *qpe = vh;                              /* [hi, lo][16][128 bytes] */
+	float *S = (float *)(vh + DSA_MLA_L * 1024);    /* [4][16][72] */
+	uint8_t *P = (uint8_t *)(S + 4 * HG * DSA_MLA_SROW);
+	uint32_t *slots = (uint32_t *)(P + HG * 128);
+	uint16_t *fac = (uint16_t *)(slots + tps * DSA_MLA_L);   /* [4][64] */
+	float *m_run = (float *)(fac + 4 * DSA_MLA_L);
+	float *l_run = m_run + HG, *alpha = l_run + HG;
+	int *kq = (int *)(alpha + HG);
+	int *emax_w = kq + HG;
+
+	float qv[2][18];
+
+	dsa_mla_qload<2>(qv, q_lat, q_pe, t, H, h0, dr);
+	for (uint32_t j = tid; j < nrec; j += DSA_M16_THREADS) {
+		int32_t p = sel[(size_t)t * topk + j0 + j];
+		uint32_t up = p < 0 ? 0 : (uint32_t)p;
+
+		slots[j] = __ldg(&bt[up / pt]) * pt + up % pt;
+	}
+	__syncthreads();
+	/* Two groups in flight from here on: tiles it and it + 1. */
+	if (ntile)
+		dsa_m16_issue(raw, slots, 0, nrec, region, rec);
+	dsa_cp_commit();
+	if (ntile > 1)
+		dsa_m16_issue(raw + tb, slots, DSA_MLA_L, nrec, region, rec);
+	dsa_cp_commit();
+
+	/* Queries, while the first tiles load; then this warp's A
+	 * fragments into registers (the staging is dead after the first
+	 * tile's barrier). */
+	dsa_mla_qstore<2>(qh, qpe, kq, m_run, l_run, qv, HG);
+	__syncthreads();
+
+	uint32_t rg = warp & 1, tau_w = warp >> 1, d0w = warp * 64, row = lane & 15;
+	uint32_t qa[8][2][4], qr[2][4];
+	float o[8][4];
+	int eref[4] = { -1000, -1000, -1000, -1000 };
+
+#pragma unroll
+	for (uint32_t kk = 0; kk < 8; kk++) {
+		uint32_t ch = dsa_swz(row, 2 * (8 * tau_w + kk) + (lane >> 4));
+
+		dsa_ldsm4(qa[kk][0], qh + row * 1024 + ch);
+		dsa_ldsm4(qa[kk][1], qh + (HG + row) * 1024 + ch);
+	}
+	{
+		uint32_t ch = dsa_swz(row, 2 * tau_w + (lane >> 4));
+
+		dsa_ldsm4(qr[0], qpe + row * 128 + ch);
+		dsa_ldsm4(qr[1], qpe + (HG + row) * 128 + ch);
+	}
+#pragma unroll
+	for (uint32_t n2 = 0; n2 < 8; n2++)
+		o[n2][0] = o[n2][1] = o[n2][2] = o[n2][3] = 0.0f;
+	for (uint32_t it = 0, b = 0; it < ntile; it++, b = b == 2 ? 0 : b + 1) {
+		uint8_t *rt = raw + b * tb;
+		uint32_t nh = dsa_minu(DSA_MLA_L, nrec - it * DSA_MLA_L);
+		int enew[4], e_own = -1000;
+
+		/* This tile's copies are in (and, the first time, the
+		 * queries written); the last tile's P, fac and vh are read. */
+		dsa_cp_wait<1>();
+		__syncthreads();
+		/* Tile it + 2 into the buffer tile it - 1 used. */
+		if (it + 2 < ntile)
+			dsa_m16_issue(raw + (b == 0 ? 2 : b - 1) * tb, slots, (it + 2) * DSA_MLA_L,
+				      nrec, region, rec);
+		dsa_cp_commit();
+
+		/* (1) codes to fp16: record u / 32, 16 codes ch = u % 32 (the
+		 * records past nh were zero-filled), loads first; a lane stores
+		 * its fp16 chunk 2 ch + b, then 2 ch + 1 - b (b = bit 2 of ch),
+		 * so each 8 lanes' store meets 8 distinct bank groups. */
+		{
+			uint4 cv[8];
+
+#pragma unroll
+			for (uint32_t k = 0; k < 8; k++) {
+				uint32_t j = (tid >> 5) + 8 * k;
+
+				cv[k] = *(const uint4 *)(rt + j * rec + lane * 16);
+			}
+#pragma unroll
+			for (uint32_t k = 0; k < 8; k++) {
+				uint32_t j = (tid >> 5) + 8 * k, b = (lane >> 2) & 1;
+				uint4 lo = make_uint4(dsa_e4m3x2(cv[k].x & 0xffff),
+						      dsa_e4m3x2(cv[k].x >> 16),
+						      dsa_e4m3x2(cv[k].y & 0xffff),
+						      dsa_e4m3x2(cv[k].y >> 16));
+				uint4 hi = make_uint4(dsa_e4m3x2(cv[k].z & 0xffff),
+						      dsa_e4m3x2(cv[k].z >> 16),
+						      dsa_e4m3x2(cv[k].w & 0xffff),
+						      dsa_e4m3x2(cv[k].w >> 16));
+
+				*(uint4 *)(vh + j * 1024 + dsa_swz(j, 2 * lane + b)) = b ? hi : lo;
+				*(uint4 *)(vh + j * 1024 + dsa_swz(j, 2 * lane + 1 - b)) = b ? lo : hi;
+			}
+		}
+		{
+			uint32_t j = tid & 63, tau = tid >> 6;
+
+			if (j < nh)
+				e_own = dsa_scale_bits_exp(dsa_ld32(rt + j * rec + 512 + 4 * tau));
+			int e = dsa_warp_max_i(e_own);
+			if (lane == 0)
+				emax_w[warp] = e;
+		}
+		__syncthreads();
+#pragma unroll
+		for (int tau = 0; tau < 4; tau++)
+			enew[tau] = dsa_maxi(eref[tau],
+					     dsa_maxi(emax_w[2 * tau], emax_w[2 * tau + 1]));
+		fac[tid] = (uint16_t)dsa_h2pow2(15 + e_own - dsa_pick4(enew, tid >> 6));
+
+		/* (2) this warp's partial of S: records [32 rg, +32), latent
+		 * tile tau_w, and the rope's k-step tau_w */
+		{
+			float ah[4][4], al[4][4], ar[4][4];
+
+#pragma unroll
+			for (int u = 0; u < 4; u++)
+#pragma unroll
+				for (int i = 0; i < 4; i++)
+					ah[u][i] = al[u][i] = ar[u][i] = 0.0f;
+#pragma unroll
+			for (uint32_t kk = 0; kk < 8; kk++) {
+				uint32_t kt = 8 * tau_w + kk;
+
+#pragma unroll
+				for (uint32_t q = 0; q < 2; q++) {
+					uint32_t b[4];
+					uint32_t jb = 32 * rg + 16 * q + ((lane >> 4) & 1) * 8 + (lane & 7);
+
+					dsa_ldsm4(b, vh + jb * 1024 + dsa_swz(jb, 2 * kt + ((lane >> 3) & 1)));
+					dsa_mma_f16(ah[2 * q], qa[kk][0], b);
+					dsa_mma_f16(ah[2 * q + 1], qa[kk][0], b + 2);
+					dsa_mma_f16(al[2 * q], qa[kk][1], b);
+					dsa_mma_f16(al[2 * q + 1], qa[kk][1], b + 2);
+				}
+			}
+			if (tau_w < dr / 16)
+#pragma unroll
+				for (int u = 0; u < 4; u++) {
+					const uint8_t *rp = rt + (32 * rg + 8 * u + g) * rec + 528 +
+							    (tau_w * 16 + 2 * c) * 2;
+					uint32_t b[2] = { dsa_ld32(rp), dsa_ld32(rp + 16) };
+
+					dsa_mma_bf16(ar[u], qr[0], b);
+					dsa_mma_bf16(ar[u], qr[1], b);
+				}
+			/* the scales of records 32 rg + 8 u + 2 c + e, tile tau_w */
+			float sc[4][2];
+#pragma unroll
+			for (int u = 0; u < 4; u++)
+#pragma unroll
+				for (int e = 0; e < 2; e++)
+					sc[u][e] = hac_u2f(dsa_ld32(rt + (32 * rg + 8 * u + 2 * c + e) * rec +
+								    512 + 4 * tau_w));
+#pragma unroll
+			for (int hh = 0; hh < 2; hh++) {
+				uint32_t r = g + 8 * hh;
+				float qi = hac_pow2f(-kq[r]);
+				float *srow = S + (tau_w * HG + r) * DSA_MLA_SROW + 32 * rg + 2 * c;
+
+#pragma unroll
+				for (int u = 0; u < 4; u++) {
+					int i = 2 * hh;
+
+					*(float2 *)(srow + 8 * u) = make_float2(
+						((ah[u][i] + al[u][i]) * (sc[u][0] * qi) + ar[u][i]) *
+							scale,
+						((ah[u][i + 1] + al[u][i + 1]) * (sc[u][1] * qi) +
+						 ar[u][i + 1]) * scale);
+				}
+			}
+		}
+		__syncthreads();
+
+		/* (3) softmax over the 4 partials, a warp per two head rows */
+		dsa_mla_softmax<2>(P, m_run, l_run, alpha, S, 4, HG, nh);
+		__syncthreads();
+
+		/* (4) O = O * alpha * 2^(Eref - Enew) + (P fac) vh, dims
+		 * [d0w, +64) */
+		{
+			float rs = dsa_pow2c(dsa_pick4(eref, tau_w) - dsa_pick4(enew, tau_w));
+			float r0 = alpha[g] * rs, r1 = alpha[g + 8] * rs;
+			const uint16_t *ft = fac + tau_w * DSA_MLA_L;
+
+#pragma unroll
+			for (uint32_t n2 = 0; n2 < 8; n2++) {
+				o[n2][0] *= r0;
+				o[n2][1] *= r0;
+				o[n2][2] *= r1;
+				o[n2][3] *= r1;
+			}
+#pragma unroll
+			for (uint32_t kt = 0; kt < 4; kt++) {
+				uint32_t a[4], j = kt * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
+				uint32_t f0 = *(const uint32_t *)(ft + kt * 16 + 2 * c);
+				uint32_t f8 = *(const uint32_t *)(ft + kt * 16 + 2 * c + 8);
+
+				dsa_ldsm4(a, P + row * 128 + dsa_swz(row, 2 * kt + (lane >> 4)));
+				a[0] = dsa_hmul2(a[0], f0);
+				a[1] = dsa_hmul2(a[1], f0);
+				a[2] = dsa_hmul2(a[2], f8);
+				a[3] = dsa_hmul2(a[3], f8);
+#pragma unroll
+				for (uint32_t n2 = 0; n2 < 8; n2 += 2) {
+					uint32_t b[4];
+
+					dsa_ldsm4t(b, vh + j * 1024 +
+						      dsa_swz(j, (d0w >> 3) + n2 + (lane >> 4)));
+					dsa_mma_f16(o[n2], a, b);
+					dsa_mma_f16(o[n2 + 1], a, b + 2);
+				}
+			}
+		}
+#pragma unroll
+		for (int tau = 0; tau < 4; tau++)
+			eref[tau] = enew[tau];
+	}
+	dsa_mla_out<8>(o_lat, part, o, dsa_pow2c(dsa_pick4(eref, tau_w) - 15), m_run, l_run, t, H,
+		       h0, d0w, h0, HG, n_split, split, nrec, gridDim.x / n_hg);
 }
 
 HACCEL_K void __launch_bounds__(DSA_MLA_THREADS, 1)

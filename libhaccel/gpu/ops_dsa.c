@@ -193,12 +193,17 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
 
 #define MLA_L 64            /* records a tile (DSA_MLA_L) */
 #define MLA_MAX_TILES 32    /* tiles a split: its slot list in shared memory */
-/* Blocks worth filling the GPU with (one block an SM fits). Measured on an
- * H200 (132 SMs), 16 heads, top-k 2048, 2026-12-01: 512 blocks 0.091 ms at
- * batch 32 and 0.134 ms at 64; 264 blocks 0.075 and 0.154 (and a slower
- * decode step of `small` at batch 64); 132 blocks 0.103 at batch 32. The
- * wave count of the grid matters more than this rule knows. */
+/*
+ * Blocks worth filling the GPU with. 32-head groups (haccel_dsa_mla_h32,
+ * 256 threads, a few tiles a block): about MLA_BLOCKS, measured on an H200
+ * (132 SMs), top-k 2048, 2026-12-01: 512 blocks 0.091 ms at batch 32 and
+ * 0.134 ms at 64; 264 blocks 0.075 and 0.154; 132 blocks 0.103 at batch 32.
+ * 16-head groups (haccel_dsa_mla_h16, one 256-thread block an SM, tiles
+ * pipelined within a block): one wave of at most MLA_BLOCKS16 blocks (an
+ * H200's SMs), so each block runs as many tiles as it can.
+ */
 #define MLA_BLOCKS 512
+#define MLA_BLOCKS16 132
 
 /* Heads a block: 16 when there are no more, else 32 (two m-tiles). */
 static uint32_t mla_hg(uint32_t H)
@@ -214,7 +219,8 @@ static uint32_t mla_hg(uint32_t H)
 static uint32_t mla_splits(uint32_t T, uint32_t H, uint32_t topk, uint32_t *tps)
 {
 	uint64_t tiles = (topk + MLA_L - 1) / MLA_L, hg = (H + mla_hg(H) - 1) / mla_hg(H);
-	uint64_t per = (uint64_t)T * hg, n = (MLA_BLOCKS + per - 1) / per;
+	uint64_t per = (uint64_t)T * hg;
+	uint64_t n = mla_hg(H) == 16 ? MLA_BLOCKS16 / per : (MLA_BLOCKS + per - 1) / per;
 
 	if (n > tiles)
 		n = tiles;
@@ -246,6 +252,7 @@ size_t haccel__cuda_sparse_mla_scratch(uint32_t T, uint32_t H, uint32_t topk)
 {
 	uint64_t rows = 0;
 	uint32_t tps, last = T < MLA_BLOCKS ? T : MLA_BLOCKS;
+	/* (MLA_BLOCKS16 < MLA_BLOCKS: the 16-head rule also settles by then) */
 
 	for (uint32_t t = 1; t <= last; t++) {
 		uint64_t n = mla_splits(t, H, topk, &tps);
@@ -271,11 +278,20 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 {
 	uint32_t tps, n_split = mla_splits(T, H, topk, &tps), hgs = mla_hg(H);
 	uint32_t n_hg = (H + hgs - 1) / hgs;
-	/* latent codes, two buffers of scales and rope, latent in fp16,
-	 * queries (fp16 hi/lo, bf16 hi/lo), S, P, the split's slots, per head
-	 * m/l/alpha/kq, 8 warp maxima (dsa.cu, dsa_mla) */
-	uint32_t smem = MLA_L * 512 + 2 * MLA_L * (16 + 2 * dr) + MLA_L * 1024 +
-			hgs * (2048 + 256 + 72 * 4 + 128 + 16) + tps * MLA_L * 4 + 32;
+	/* (dsa.cu) haccel_dsa_mla_h16: three buffers of whole records, the
+	 * latent in fp16 (the queries are staged in these two), S (4
+	 * partial rows a head), P, the split's slots, fp16 factors of P per
+	 * latent tile and record, per head m/l/alpha/kq, 8 warp maxima;
+	 * dsa_mla (haccel_dsa_mla_h32): the latent codes, two buffers of
+	 * scales and rope, the latent in fp16, queries (fp16 hi/lo, bf16
+	 * hi/lo), S, P, the split's slots, per head m/l/alpha/kq, 8 warp
+	 * maxima */
+	uint32_t smem = hgs == 16 ? 3 * MLA_L * (528 + 2 * dr) + MLA_L * 1024 +
+					    16 * (4 * 72 * 4 + 128 + 16) + tps * MLA_L * 4 +
+					    4 * MLA_L * 2 + 32 :
+				    MLA_L * 512 + 2 * MLA_L * (16 + 2 * dr) + MLA_L * 1024 +
+					    32 * (2048 + 256 + 72 * 4 + 128 + 16) +
+					    tps * MLA_L * 4 + 32;
 	uint64_t blocks = (uint64_t)T * n_split * n_hg;
 
 	/* The rope part is k-steps of 16 in the MMA; records are copied in
