@@ -639,6 +639,67 @@ static void t_sink_begin_end(void)
 	haccel_close(ctx);
 }
 
+/*
+ * A buffered load through staging caps its reads (haccel.h,
+ * HACCEL_LOAD_AS_GIVEN): 4 MiB x 32 asked becomes 2 MiB x 8 (16 buffers),
+ * 1 MiB x 32 becomes 1 MiB x 16; small reads and shallow queues stay; the
+ * flag keeps what was asked, and direct loads are never capped. Every
+ * byte arrives each time.
+ */
+static void t_staged_buffered_cap(void)
+{
+	static struct st_tensor big[] = {
+		ST_T("a.big", "U8", 0, 0, 40 * 1048576 + 3),
+		ST_T("b.odd", "U8", 0, 0, 4097),
+	};
+	static const struct {
+		uint32_t flags, chunk, qd, want_chunk, want_bufs;
+	} cases[] = {
+		{ HACCEL_LOAD_BUFFERED, 4u << 20, 32, 2u << 20, 16 },
+		{ HACCEL_LOAD_BUFFERED, 1u << 20, 32, 1u << 20, 32 },
+		{ HACCEL_LOAD_BUFFERED, 64u << 10, 4, 64u << 10, 8 },
+		{ HACCEL_LOAD_BUFFERED | HACCEL_LOAD_AS_GIVEN, 4u << 20, 32, 4u << 20, 11 },
+		{ HACCEL_LOAD_DIRECT, 4u << 20, 32, 4u << 20, 11 },
+	};
+	struct haccel_ctx *ctx = st_ctx();
+	char *dir = load_tmpdir(), path[ST_PATH];
+	struct st_spec s = { .tensors = big, .n = 2 };
+	struct haccel_weights_info info;
+	struct haccel_load_params p;
+	struct haccel_weights *w;
+
+	st_pack(big, 2);
+	st_write(st_join(path, dir, "big.safetensors"), &s);
+	w = ST_OPEN(ctx, path);
+	haccel_weights_info(w, &info);
+	for (unsigned int i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct hook_sink *h = hook_new(&info);
+
+		haccel_load_params_init(&p);
+		p.flags = cases[i].flags;
+		p.chunk_bytes = cases[i].chunk;
+		p.queue_depth = cases[i].qd;
+		KTAP_ASSERT_EQ(haccel_load(w, &p, &h->sink, &st), 0);
+		ktap_diag("flags 0x%x, %u KiB x %u asked: %u buffers of %llu KiB", cases[i].flags,
+			  cases[i].chunk >> 10, cases[i].qd, h->b.n_buf,
+			  (unsigned long long)h->b.buf_bytes >> 10);
+		if ((cases[i].flags & HACCEL_LOAD_DIRECT) && !st.direct) {
+			/* No O_DIRECT on this filesystem: the load went
+			 * buffered (warned), so it is capped like one. */
+			ktap_diag("no direct I/O here: the direct case was read buffered");
+			KTAP_EXPECT_EQ(h->b.buf_bytes, 2u << 20);
+			KTAP_EXPECT_EQ(h->b.n_buf, 16);
+		} else {
+			KTAP_EXPECT_EQ(h->b.buf_bytes, cases[i].want_chunk);
+			KTAP_EXPECT_EQ(h->b.n_buf, cases[i].want_bufs);
+		}
+		expect_tensors(w, h->dest, "capped staging");
+		hook_free(h);
+	}
+	haccel_weights_close(w);
+	st_rmtree(dir);
+}
+
 static void t_bad_params(void)
 {
 	struct haccel_ctx *ctx = st_ctx();
@@ -1039,6 +1100,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_file_changed_during_load),
 	KTAP_CASE(t_async_sink_protocol),
 	KTAP_CASE(t_sink_begin_end),
+	KTAP_CASE(t_staged_buffered_cap),
 	KTAP_CASE(t_bad_params),
 	KTAP_CASE(t_forced_and_refused_io_uring),
 	KTAP_CASE_TIMEOUT(t_sink_failure_returns_promptly, 20),

@@ -58,6 +58,7 @@ struct sopts {
 	double probe_seconds;
 	unsigned int repeat;
 	uint32_t qd, chunk, threads;
+	int as_given;               /* --queue-depth or --chunk given */
 	uint32_t ceil_qd, ceil_bs;  /* --ceiling: skip the sweep */
 	int cold, warm, verify;
 	int cuda;                   /* --device cuda */
@@ -546,8 +547,11 @@ out:
 }
 
 /* The load flags a run asks for beyond its mode. */
-static void allow_flags(const struct sopts *o, struct haccel_load_params *p)
+static void load_flags(const struct sopts *o, struct haccel_load_params *p)
 {
+	/* Depth and read size the user chose apply to every mode. */
+	if (o->as_given)
+		p->flags |= HACCEL_LOAD_AS_GIVEN;
 	if (o->allow_unpinned) {
 		p->hostmem_flags |= HACCEL_HOSTMEM_ALLOW_UNPINNED;
 		p->flags |= HACCEL_LOAD_ALLOW_UNREGISTERED;
@@ -563,7 +567,7 @@ static double run_haccel(struct haccel_weights *w, char *dest, uint64_t dest_byt
 
 	haccel_load_params_init(&p);
 	p.flags = mode | (o->verify ? HACCEL_LOAD_VERIFY : 0);
-	allow_flags(o, &p);
+	load_flags(o, &p);
 	p.queue_depth = o->qd;
 	p.chunk_bytes = o->chunk;
 	p.threads = o->threads;
@@ -605,7 +609,7 @@ static double run_gpu(struct haccel_weights *w, const struct haccel_sink *sink,
 
 	haccel_load_params_init(&p);
 	p.flags = mode | (o->verify ? HACCEL_LOAD_VERIFY : 0);
-	allow_flags(o, &p);
+	load_flags(o, &p);
 	p.queue_depth = o->qd;
 	p.chunk_bytes = o->chunk;
 	p.threads = o->threads;
@@ -765,11 +769,13 @@ static int parse(int argc, char **argv, struct sopts *o, int *json)
 			if (tool_parse_u64(optarg, 1, 4096, &v))
 				goto bad;
 			o->qd = (uint32_t)v;
+			o->as_given = 1;
 			break;
 		case O_CHUNK:
 			if (tool_parse_size(optarg, &v) || v < (64u << 10) || v > (256u << 20) || v % 4096)
 				goto bad;
 			o->chunk = (uint32_t)v;
+			o->as_given = 1;
 			break;
 		case O_THREADS:
 			if (tool_parse_u64(optarg, 1, 256, &v))
@@ -901,7 +907,7 @@ static int warm_gpu(struct haccel_weights *w, const struct sopts *o, struct gpu_
 {
 	const struct haccel_sink *cs = haccel_gpu_sink_sink(g->ceil);
 	double cached = warm_cache(w), he[64], gv[64], fh[64];
-	char rt[160];
+	char rt[160], depth[64];
 	struct haccel_gpu_sink_info si;
 	struct haccel_load_stats st;
 	json_t *c = json_object(), *h;
@@ -924,14 +930,28 @@ static int warm_gpu(struct haccel_weights *w, const struct sopts *o, struct gpu_
 	json_object_set_new(h, "fraction_of_ceiling", json_real(f_h));
 	json_object_set_new(c, "io_path", json_string(st.io_path == HACCEL_IO_URING ? "io_uring" : "pread"));
 	json_object_set_new(c, "staging_registered", json_boolean(si.registered));
+	json_object_set_new(c, "reads_as_given", json_boolean(o->as_given));
 	json_object_set_new(out, "warm", c);
+	/* Without --chunk or --queue-depth the loader caps buffered staged
+	 * reads as haccel.h documents (HACCEL_LOAD_AS_GIVEN). */
+	uint32_t ch = o->chunk, qd = o->qd;
+	if (!o->as_given) {
+		uint32_t most;
+
+		ch = ch < HACCEL_LOAD_STAGED_CHUNK ? ch : HACCEL_LOAD_STAGED_CHUNK;
+		most = HACCEL_LOAD_STAGED_INFLIGHT / ch;
+		most = most > 8 ? most : 8;
+		qd = qd < most ? qd : most;
+	}
+	snprintf(depth, sizeof(depth), "%u KiB reads, depth %u%s", ch >> 10, qd,
+		 o->as_given ? " as given" : "");
 	if (!json)
 		printf("\nwarm, into GPU memory (%s)\n"
 		       "  host->GPU ceiling %7.3f GB/s  (%s, 64 MiB copies, beside each run)\n"
-		       "  haccel -> GPU     %7.3f GB/s  %5.1f%% of the host->GPU ceiling  [%s, buffered, %u KiB reads, staging %s]\n",
+		       "  haccel -> GPU     %7.3f GB/s  %5.1f%% of the host->GPU ceiling  [%s, buffered, %s, staging %s]\n",
 		       residency_text(cached, "of the files in the page cache", rt, sizeof(rt)),
 		       hc / 1e9, g->registered ? "pinned" : "PAGEABLE", gc / 1e9, 100 * f_h,
-		       st.io_path == HACCEL_IO_URING ? "io_uring" : "pread pool", o->chunk >> 10,
+		       st.io_path == HACCEL_IO_URING ? "io_uring" : "pread pool", depth,
 		       si.registered ? "registered" : "NOT registered");
 	return 0;
 }

@@ -1397,7 +1397,7 @@ static int validate_params(struct haccel_ctx *ctx, const struct haccel_load_para
 {
 	const uint32_t known = HACCEL_LOAD_DIRECT | HACCEL_LOAD_BUFFERED | HACCEL_LOAD_VERIFY |
 			       HACCEL_LOAD_PROGRESS | HACCEL_LOAD_PREAD |
-			       HACCEL_LOAD_ALLOW_UNREGISTERED;
+			       HACCEL_LOAD_ALLOW_UNREGISTERED | HACCEL_LOAD_AS_GIVEN;
 
 	if ((p->flags & ~known) || p->reserved ||
 	    ((p->flags & HACCEL_LOAD_DIRECT) && (p->flags & HACCEL_LOAD_BUFFERED)))
@@ -1412,6 +1412,32 @@ static int validate_params(struct haccel_ctx *ctx, const struct haccel_load_para
 	if (p->node < HACCEL_NODE_ANY || p->node >= HACCEL_MAX_NODES)
 		return haccel__fail(ctx, -EINVAL, "load: bad node %d", p->node);
 	return 0;
+}
+
+/*
+ * A buffered load through staging (haccel.h, HACCEL_LOAD_AS_GIVEN): few,
+ * small buffers, so that the page-cache copies into them and the sink's
+ * reads out of them stay in the CPU caches. docs/benchmarks.md has the
+ * sweep behind the numbers.
+ */
+static void cap_staged(struct loader *L)
+{
+	uint32_t chunk = L->p.chunk_bytes, qd = L->p.queue_depth, most;
+
+	if (L->p.flags & HACCEL_LOAD_AS_GIVEN)
+		return;
+	if (chunk > HACCEL_LOAD_STAGED_CHUNK)
+		chunk = HACCEL_LOAD_STAGED_CHUNK;
+	most = HACCEL_LOAD_STAGED_INFLIGHT / chunk;
+	if (most < 8)
+		most = 8;
+	if (qd > most)
+		qd = most;
+	if (chunk != L->p.chunk_bytes || qd != L->p.queue_depth)
+		haccel__dbg(L->ctx, "load: buffered through staging: %u KiB reads, %u in flight (asked %u KiB, %u; HACCEL_LOAD_AS_GIVEN keeps those)",
+			    chunk >> 10, qd, L->p.chunk_bytes >> 10, L->p.queue_depth);
+	L->p.chunk_bytes = chunk;
+	L->p.queue_depth = qd;
 }
 
 /* Tell the sink what is coming, before any byte moves. */
@@ -1461,6 +1487,8 @@ static int load(struct loader *L)
 				   (unsigned long long)L->w->dest_bytes);
 		goto out;
 	}
+	if (!L->direct && !L->to_dest)
+		cap_staged(L);
 	ret = plan(L);
 	if (ret)
 		goto out;
