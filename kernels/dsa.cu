@@ -577,28 +577,33 @@ haccel_dsa_ix_prep(uint8_t *out, const float *q, const float *w, uint32_t IH, ui
 	}
 }
 
-/* The page of the positions lane loads in slab s (zero past the chunk). */
-__device__ __forceinline__ uint32_t dsa_ix_page(const uint32_t *bt, uint32_t pt, uint32_t c0,
+/*
+ * The slot of the first position lane loads in slab s (zero past the
+ * chunk): with vec16, lanes 0..7 each that of a group of 4 records. (A
+ * region's slots number below 2^32: 132 bytes each.)
+ */
+__device__ __forceinline__ uint32_t dsa_ix_slot(const uint32_t *bt, uint32_t pt, uint32_t c0,
 						uint32_t nc, uint32_t s, uint32_t vec16)
 {
 	uint32_t lane = threadIdx.x & 31, off = s * 128 + (threadIdx.x >> 5) * 32;
-	uint32_t r = vec16 ? 4 * lane : lane;
+	uint32_t r = vec16 ? 4 * lane : lane, p = c0 + off + r, pi = p / pt;
 
 	if (off >= nc || r >= nc - off || (vec16 && lane >= 8))
 		return 0;
-	return __ldg(&bt[(c0 + off + r) / pt]);
+	return __ldg(&bt[pi]) * pt + (p - pi * pt);
 }
 
 /*
  * Start copying slab s of this warp (positions c0 + s * 128 + 32 warp ...,
- * 32 records) into buf. With page_tokens % 4 == 0 four consecutive
- * records from a multiple of 4 are 528 contiguous, 16-byte aligned bytes
- * in one page: 16-byte copies, page ids from lanes 0..7. Otherwise 4-byte
- * copies, a lane per record. Records past the chunk are zeros.
+ * 32 records) into buf; sl is what dsa_ix_slot gave. With page_tokens % 4
+ * == 0 four consecutive records from a multiple of 4 are 528 contiguous,
+ * 16-byte aligned bytes in one page: lane (group lane / 4, part lane % 4)
+ * copies pieces part, part + 4, ... of its group's 33, so each lane takes
+ * its group's slot once. Otherwise 4-byte copies, a lane per record.
+ * Records past the chunk are zeros.
  */
-__device__ __forceinline__ void dsa_ix_issue(uint8_t *buf, uint32_t pg, const uint8_t *region,
-					     uint32_t pt, uint32_t c0, uint32_t nc, uint32_t s,
-					     uint32_t vec16)
+__device__ __forceinline__ void dsa_ix_issue(uint8_t *buf, uint32_t sl, const uint8_t *region,
+					     uint32_t nc, uint32_t s, uint32_t vec16)
 {
 	uint32_t lane = threadIdx.x & 31, off = s * 128 + (threadIdx.x >> 5) * 32;
 	uint32_t count = off < nc ? dsa_minu(32, nc - off) : 0;
@@ -606,22 +611,22 @@ __device__ __forceinline__ void dsa_ix_issue(uint8_t *buf, uint32_t pg, const ui
 	if (!count)
 		return;
 	if (vec16) {
-		for (uint32_t it = 0; it < 9; it++) {
-			uint32_t f = it * 32 + lane, gi = dsa_minu(f / 33, 7), ch = f - gi * 33;
-			uint32_t page = __shfl_sync(0xffffffffu, pg, gi);
-			bool ok = gi * 4 < count;
-			uint32_t p = c0 + off + gi * 4;
+		uint32_t gi = lane >> 2, part = lane & 3;
+		uint32_t gs = __shfl_sync(0xffffffffu, sl, gi);
+		bool ok = gi * 4 < count;
+		const uint8_t *src = ok ? region + (size_t)gs * DSA_IX_REC : region;
+		uint8_t *dst = buf + gi * 528;
 
-			const uint8_t *src = region + ((size_t)page * pt + p % pt) * DSA_IX_REC;
+#pragma unroll
+		for (uint32_t i = 0; i < 9; i++) {
+			uint32_t ch = part + 4 * i;
 
-			if (f < 8 * 33)
-				dsa_cp16(buf + gi * 528 + ch * 16, ok ? src + ch * 16 : region,
-					 ok ? 16 : 0);
+			if (ch < 33)
+				dsa_cp16(dst + ch * 16, ok ? src + ch * 16 : region, ok ? 16 : 0);
 		}
 	} else {
 		bool ok = lane < count;
-		uint32_t p = c0 + off + lane;
-		const uint8_t *src = ok ? region + ((size_t)pg * pt + p % pt) * DSA_IX_REC : region;
+		const uint8_t *src = ok ? region + (size_t)sl * DSA_IX_REC : region;
 
 		for (uint32_t i = 0; i < DSA_IX_REC / 4; i++)
 			dsa_cp4(buf + lane * DSA_IX_REC + 4 * i, ok ? src + 4 * i : region,
@@ -727,8 +732,8 @@ __device__ __forceinline__ void dsa_ix_slab(const uint8_t *buf, const uint4 *qf,
  * their keys to keys[t * stride + position]. qp: the token rows of
  * haccel_dsa_ix_prep. Each warp streams its own slabs through a ring of
  * DSA_IX_STAGES buffers (cp.async, two slabs in flight while one is
- * scored), so after the queries only warp barriers are needed; the page
- * ids of the next slab to issue are loaded one slab ahead.
+ * scored), so after the queries only warp barriers are needed; the slots
+ * of the next slab to issue are looked up one slab ahead.
  *
  * Shared memory (ops_dsa.c computes the same size): the prepared queries
  * (dsa_ix_qbytes(NT)), then per warp 32 key words and a ring of 3 slabs of
@@ -754,17 +759,17 @@ haccel_dsa_ix_score(uint32_t *keys, uint32_t stride, const uint8_t *qp, uint32_t
 	const uint32_t *bt = block_tables + (size_t)bt_row[t] * bt_stride;
 	const uint8_t *src = qp + (size_t)t * qb;
 	uint32_t *krow = keys + (size_t)t * stride + c0;
-	uint32_t pg;
+	uint32_t sl;
 
 	for (uint32_t i = threadIdx.x; i < qb / 16; i += DSA_IX_THREADS)
 		dsa_cp16(dsa_smem + 16 * i, src + 16 * i, 16);
 	dsa_cp_commit();
 	for (uint32_t s = 0; s < DSA_IX_STAGES - 1; s++) {
-		pg = dsa_ix_page(bt, pt, c0, nc, s, vec16);
-		dsa_ix_issue(ring + s * DSA_IX_SLAB_BYTES, pg, region, pt, c0, nc, s, vec16);
+		sl = dsa_ix_slot(bt, pt, c0, nc, s, vec16);
+		dsa_ix_issue(ring + s * DSA_IX_SLAB_BYTES, sl, region, nc, s, vec16);
 		dsa_cp_commit();
 	}
-	pg = dsa_ix_page(bt, pt, c0, nc, DSA_IX_STAGES - 1, vec16);
+	sl = dsa_ix_slot(bt, pt, c0, nc, DSA_IX_STAGES - 1, vec16);
 	/* The queries are in (the slabs may still be on their way). */
 	dsa_cp_wait<DSA_IX_STAGES - 1>();
 	__syncthreads();
@@ -775,10 +780,10 @@ haccel_dsa_ix_score(uint32_t *keys, uint32_t stride, const uint8_t *qp, uint32_t
 
 		/* Everyone is done with the buffer slab nx overwrites. */
 		__syncwarp();
-		dsa_ix_issue(ring + (nx % DSA_IX_STAGES) * DSA_IX_SLAB_BYTES, pg, region, pt, c0,
-			     nc, nx, vec16);
+		dsa_ix_issue(ring + (nx % DSA_IX_STAGES) * DSA_IX_SLAB_BYTES, sl, region, nc, nx,
+			     vec16);
 		dsa_cp_commit();
-		pg = dsa_ix_page(bt, pt, c0, nc, nx + 1, vec16);
+		sl = dsa_ix_slot(bt, pt, c0, nc, nx + 1, vec16);
 		dsa_cp_wait<DSA_IX_STAGES - 1>();
 		__syncwarp();
 		if (off < nc)

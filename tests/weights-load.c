@@ -698,6 +698,7 @@ static void t_staged_buffered_cap(void)
 	}
 	haccel_weights_close(w);
 	st_rmtree(dir);
+	haccel_close(ctx);
 }
 
 static void t_bad_params(void)
