@@ -782,11 +782,13 @@ struct mla_cfg {
 
 /*
  * Sparse MLA against the CPU op, token by token: per token and head,
- * max |o - o_cpu| <= 2e-3 max |o_cpu|. The kernel rounds the queries and
- * the probabilities to fp16 (relative 2^-12 each; the latent codes are
- * exact), which moves a logit by about 2^-12 of its magnitude and a
- * weight by 2^-12: errors of a few 1e-4 at most on these inputs, so 2e-3
- * leaves a margin of several times. n_sel = 0 must give exact zeros.
+ * max |o - o_cpu| <= 2e-3 max |o_cpu|. The kernels round the
+ * probabilities to fp16 (relative 2^-12) and keep about 22 bits of the
+ * queries (fp16 hi + lo; the latent codes are exact), which moves a weight
+ * by about 2^-12: errors of a few 1e-4 at most on these inputs, so 2e-3
+ * leaves a margin of several times. n_sel = 0 must give exact zeros. The
+ * configurations cover both kernels (16-head groups: H <= 16; 32-head
+ * groups above), one split and many, and partial last tiles.
  */
 static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c)
 {
