@@ -896,9 +896,9 @@ static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c)
 }
 
 /*
- * H = 1, 16, 64 (and 40, 128: padded and several head groups), dr = 64, 0
- * and 32, topk from 64 to 2048, n_sel below topk and 0, one split (written
- * directly) and many (combined).
+ * H = 1, 8, 16, 64 (and 40, 128: padded and several head groups), dr =
+ * 64, 0 and 32, topk from 64 to 2048, n_sel below topk and 0, one split
+ * (written directly) and many (combined), one tile a split and many.
  */
 static void test_sparse_mla(void)
 {
@@ -911,6 +911,11 @@ static void test_sparse_mla(void)
 		{ 16, 64, 40, 64, 16, 0.0721688f },
 		{ 128, 64, 3, 512, 64, 0.0416667f },
 		{ 20, 32, 5, 1000, 7, 0.1f },
+		/* 16-head kernel, many tiles a split (3 splits of 10-11
+		 * tiles; 2 of 12 with dr = 0): its three record buffers
+		 * rotate several times */
+		{ 16, 64, 40, 2048, 64, 0.0721688f },
+		{ 8, 0, 66, 1500, 16, 0.25f },
 	};
 
 	for (unsigned int i = 0; i < sizeof(cfg) / sizeof(cfg[0]); i++)
