@@ -1238,6 +1238,52 @@ __device__ __forceinline__ void dsa_mla_softmax(uint8_t *P, float *m_run, float 
 }
 
 /*
+ * The split's slots: record j (j < nrec) of its selection st, through the
+ * block table bt (a -1 position, past n_sel, is never read).
+ */
+__device__ __forceinline__ void dsa_mla_slots(uint32_t *slots, const int32_t *st,
+					      const uint32_t *bt, uint32_t nrec, uint32_t pt)
+{
+	for (uint32_t j = threadIdx.x; j < nrec; j += DSA_MLA_THREADS) {
+		int32_t p = st[j];
+		uint32_t up = p < 0 ? 0 : (uint32_t)p;
+
+		slots[j] = __ldg(&bt[up / pt]) * pt + up % pt;
+	}
+}
+
+/* O (a warp's ND n-tiles, rows g and g + 8) times r0 and r1. */
+template <int ND>
+__device__ __forceinline__ void dsa_mla_rescale(float (*o)[4], float r0, float r1)
+{
+#pragma unroll
+	for (uint32_t n2 = 0; n2 < ND; n2++) {
+		o[n2][0] *= r0;
+		o[n2][1] *= r0;
+		o[n2][2] *= r1;
+		o[n2][3] *= r1;
+	}
+}
+
+/* O += A V for k-step kt (records [16 kt, +16)): A the warp's fragment of
+ * P, V from vh by ldmatrix.trans, dims [d0w, d0w + 8 ND). */
+template <int ND>
+__device__ __forceinline__ void dsa_mla_pv(float (*o)[4], const uint32_t *a, const uint8_t *vh,
+					   uint32_t kt, uint32_t d0w)
+{
+	uint32_t lane = threadIdx.x & 31, j = kt * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
+
+#pragma unroll
+	for (uint32_t n2 = 0; n2 < ND; n2 += 2) {
+		uint32_t b[4];
+
+		dsa_ldsm4t(b, vh + j * 1024 + dsa_swz(j, (d0w >> 3) + n2 + (lane >> 4)));
+		dsa_mma_f16(o[n2], a, b);
+		dsa_mma_f16(o[n2 + 1], a, b + 2);
+	}
+}
+
+/*
  * The end of a split: a warp's accumulators o[ND][4] (head rows hw + g and
  * hw + g + 8, dims d0w + 8 n2 + 2 c, + 1) times fo (2^Eref of their latent
  * tile) go to o_lat divided by l with one split, else to the partials with
@@ -1355,12 +1401,7 @@ __device__ __forceinline__ void dsa_mla(float *o_lat, float *part, const float *
 	float qv[2 * NMT][18];
 
 	dsa_mla_qload<2 * NMT>(qv, q_lat, q_pe, t, H, h0, dr);
-	for (uint32_t j = tid; j < nrec; j += DSA_MLA_THREADS) {
-		int32_t p = sel[(size_t)t * topk + j0 + j];
-		uint32_t up = p < 0 ? 0 : (uint32_t)p;
-
-		slots[j] = __ldg(&bt[up / pt]) * pt + up % pt;
-	}
+	dsa_mla_slots(slots, sel + (size_t)t * topk + j0, bt, nrec, pt);
 	__syncthreads();
 	if (ntile) {
 		dsa_mla_issue(aux, slots, 0, nrec, region, rec, 512, ax);
@@ -1498,27 +1539,13 @@ __device__ __forceinline__ void dsa_mla(float *o_lat, float *part, const float *
 			float r0 = alpha[mt_o * 16 + g] * rs, r1 = alpha[mt_o * 16 + g + 8] * rs;
 			uint32_t row = mt_o * 16 + (lane & 15);
 
-#pragma unroll
-			for (uint32_t n2 = 0; n2 < ND; n2++) {
-				o[n2][0] *= r0;
-				o[n2][1] *= r0;
-				o[n2][2] *= r1;
-				o[n2][3] *= r1;
-			}
+			dsa_mla_rescale<ND>(o, r0, r1);
 #pragma unroll
 			for (uint32_t kt = 0; kt < 4; kt++) {
-				uint32_t a[4], j = kt * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
+				uint32_t a[4];
 
 				dsa_ldsm4(a, P + row * 128 + dsa_swz(row, 2 * kt + (lane >> 4)));
-#pragma unroll
-				for (uint32_t n2 = 0; n2 < ND; n2 += 2) {
-					uint32_t b[4];
-
-					dsa_ldsm4t(b, vh + j * 1024 +
-						      dsa_swz(j, (d0w >> 3) + n2 + (lane >> 4)));
-					dsa_mma_f16(o[n2], a, b);
-					dsa_mma_f16(o[n2 + 1], a, b + 2);
-				}
+				dsa_mla_pv<ND>(o, a, vh, kt, d0w);
 			}
 		}
 #pragma unroll
@@ -1529,8 +1556,7 @@ __device__ __forceinline__ void dsa_mla(float *o_lat, float *part, const float *
 			h0 + mt_o * 16, d0w, h0, HG, n_split, split, nrec, gridDim.x / n_hg);
 }
 
-#define DSA_M16_THREADS 256
-#define DSA_M16_WARPS 8
+#define DSA_M16_WARPS (DSA_MLA_THREADS / 32)
 
 /*
  * Start copying whole records [j0, j0 + 64) of the split into dst, rec
@@ -1600,7 +1626,7 @@ __device__ __forceinline__ void dsa_m16_issue(uint8_t *dst, const uint32_t *slot
  * are staged, before the first tile, in the third raw buffer (q hi/lo,
  * [2][16][1024 bytes]) and in vh (q_pe hi/lo, [2][16][128 bytes]).
  */
-HACCEL_K void __launch_bounds__(DSA_M16_THREADS, 1)
+HACCEL_K void __launch_bounds__(DSA_MLA_THREADS, 1)
 haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q_pe, uint32_t H,
 		   uint32_t dr, const int32_t *sel, const uint32_t *n_sel, uint32_t topk,
 		   const uint32_t *bt_row, const uint8_t *region, const uint32_t *block_tables,
@@ -1633,12 +1659,7 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 	float qv[2][18];
 
 	dsa_mla_qload<2>(qv, q_lat, q_pe, t, H, h0, dr);
-	for (uint32_t j = tid; j < nrec; j += DSA_M16_THREADS) {
-		int32_t p = sel[(size_t)t * topk + j0 + j];
-		uint32_t up = p < 0 ? 0 : (uint32_t)p;
-
-		slots[j] = __ldg(&bt[up / pt]) * pt + up % pt;
-	}
+	dsa_mla_slots(slots, sel + (size_t)t * topk + j0, bt, nrec, pt);
 	__syncthreads();
 	/* Two groups in flight from here on: tiles it and it + 1. */
 	if (ntile)
@@ -1810,17 +1831,10 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 			float r0 = alpha[g] * rs, r1 = alpha[g + 8] * rs;
 			const uint16_t *ft = fac + tau_w * DSA_MLA_L;
 
-#pragma unroll
-			for (uint32_t n2 = 0; n2 < 8; n2++) {
-				o[n2][0] *= r0;
-				o[n2][1] *= r0;
-				o[n2][2] *= r1;
-				o[n2][3] *= r1;
-			}
+			dsa_mla_rescale<8>(o, r0, r1);
 #pragma unroll
 			for (uint32_t kt = 0; kt < 4; kt++) {
-				uint32_t a[4], j = kt * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
-				uint32_t f0 = *(const uint32_t *)(ft + kt * 16 + 2 * c);
+				uint32_t a[4], f0 = *(const uint32_t *)(ft + kt * 16 + 2 * c);
 				uint32_t f8 = *(const uint32_t *)(ft + kt * 16 + 2 * c + 8);
 
 				dsa_ldsm4(a, P + row * 128 + dsa_swz(row, 2 * kt + (lane >> 4)));
@@ -1828,15 +1842,7 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 				a[1] = dsa_hmul2(a[1], f0);
 				a[2] = dsa_hmul2(a[2], f8);
 				a[3] = dsa_hmul2(a[3], f8);
-#pragma unroll
-				for (uint32_t n2 = 0; n2 < 8; n2 += 2) {
-					uint32_t b[4];
-
-					dsa_ldsm4t(b, vh + j * 1024 +
-						      dsa_swz(j, (d0w >> 3) + n2 + (lane >> 4)));
-					dsa_mma_f16(o[n2], a, b);
-					dsa_mma_f16(o[n2 + 1], a, b + 2);
-				}
+				dsa_mla_pv<8>(o, a, vh, kt, d0w);
 			}
 		}
 #pragma unroll
