@@ -105,6 +105,38 @@ template <int N> __device__ __forceinline__ void dsa_cp_wait(void)
 	asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+/* An mbarrier of count arrivals (then fence it for the copy engine). */
+__device__ __forceinline__ void dsa_mbar_init(uint64_t *bar, uint32_t count)
+{
+	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n"
+		     "fence.mbarrier_init.release.cluster;\n" ::"r"(dsa_saddr(bar)), "r"(count)
+		     : "memory");
+}
+
+/* Arrive on bar expecting bytes, and copy bytes (a multiple of 16, both
+ * addresses 16-byte aligned) from global src to shared dst by the copy
+ * engine, completing on bar. */
+__device__ __forceinline__ void dsa_bulk_copy(void *dst, const void *src, uint32_t bytes,
+					      uint64_t *bar)
+{
+	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+		     "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+		     " [%2], [%3], %1, [%0];\n" ::"r"(dsa_saddr(bar)), "r"(bytes),
+		     "r"(dsa_saddr(dst)), "l"(src) : "memory");
+}
+
+/* Wait for the phase of bar with this parity to complete. */
+__device__ __forceinline__ void dsa_mbar_wait(uint64_t *bar, uint32_t parity)
+{
+	uint32_t done = 0;
+
+	while (!done)
+		asm volatile("{\n.reg .pred p;\n"
+			     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+			     "selp.u32 %0, 1, 0, p;\n}\n"
+			     : "=r"(done) : "r"(dsa_saddr(bar)), "r"(parity) : "memory");
+}
+
 /* Two E4M3 codes, the low byte first, to two fp16 (exact: every E4M3
  * value is an fp16 normal). */
 __device__ __forceinline__ uint32_t dsa_e4m3x2(uint32_t v)
@@ -112,6 +144,17 @@ __device__ __forceinline__ uint32_t dsa_e4m3x2(uint32_t v)
 	uint32_t r;
 
 	asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(r) : "h"((uint16_t)v));
+	return r;
+}
+
+/* The same for the high two bytes of v (the half taken in place, with no
+ * shift). */
+__device__ __forceinline__ uint32_t dsa_e4m3x2_hi(uint32_t v)
+{
+	uint32_t r;
+
+	asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, hi;\n}\n"
+	    : "=r"(r) : "r"(v));
 	return r;
 }
 
@@ -342,21 +385,19 @@ struct dsa_sel_shared {
 };
 
 /*
- * The k best of the N keys of positions 0..N-1 (keys, in shared or global
- * memory), as composite keys (key << 32 | ~position) into out: a radix
- * select finds the k-th largest key thr (8 bits a pass,
- * stopping early once a bin holds exactly the entries still wanted), then
- * each warp takes a contiguous range and keeps every key above thr and the
- * first `need` keys equal to it, counting with ballots so that the output
- * keeps the input order. Every thread of the block calls it; the entries
- * are in place for the caller after its next __syncthreads.
+ * The k-th largest of the N keys of keys (shared or global memory), 1 <= k
+ * <= N, by a radix select of 8 bits a pass that stops once a bin holds
+ * exactly the entries still wanted: *prefix and *mask get the bits found,
+ * *need how many of the keys with (key & mask) == prefix belong to the k
+ * best (the first ones: ties go to the smaller index). k == N gives mask 0
+ * and need N. Every thread of the block calls it and gets the same values.
  */
-__device__ __forceinline__ void dsa_select(const uint32_t *keys, unsigned long long *out_sort,
-					   uint32_t N, uint32_t k, uint32_t *hist,
-					   struct dsa_sel_shared *sh)
+__device__ void dsa_kth(const uint32_t *keys, uint32_t N, uint32_t k, uint32_t *hist,
+			struct dsa_sel_shared *sh, uint32_t *prefix_out, uint32_t *mask_out,
+			uint32_t *need_out)
 {
 	uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nthr = blockDim.x;
-	uint32_t nwarp = nthr >> 5, prefix = 0, mask = 0, need = k;
+	uint32_t prefix = 0, mask = 0, need = k;
 
 	if (k < N) {
 		for (int shift = 24; shift >= 0; shift -= 8) {
@@ -409,7 +450,25 @@ __device__ __forceinline__ void dsa_select(const uint32_t *keys, unsigned long l
 				break;
 		}
 	}
+	*prefix_out = prefix;
+	*mask_out = mask;
+	*need_out = need;
+}
 
+/*
+ * The k best of keys[0..N) as dsa_kth found them (every key with (key &
+ * mask) > prefix, and the first need with (key & mask) == prefix), in
+ * input order: emit(o, i) for the o-th of them, input index i. Each warp
+ * takes a contiguous range and counts with ballots. Every thread of the
+ * block calls it; sh's counts may be reused after the next
+ * __syncthreads.
+ */
+template <typename F>
+__device__ __forceinline__ void dsa_emit(const uint32_t *keys, uint32_t N, uint32_t prefix,
+					 uint32_t mask, uint32_t need, struct dsa_sel_shared *sh,
+					 F emit)
+{
+	uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
 	uint32_t R = ((N + nwarp - 1) / nwarp + 31) & ~31u;
 	uint32_t r0 = warp * R, r1 = dsa_minu(N, r0 + R), gt = 0, eq = 0;
 	uint32_t lt = (1u << lane) - 1;
@@ -433,57 +492,17 @@ __device__ __forceinline__ void dsa_select(const uint32_t *keys, unsigned long l
 		eq_before += e;
 	}
 	for (uint32_t base = r0; base < r1; base += 32) {
-		uint32_t i = base + lane, key = i < r1 ? keys[i] : 0;
-		bool g = i < r1 && (key & mask) > prefix, e = i < r1 && (key & mask) == prefix;
+		uint32_t i = base + lane, key = i < r1 ? keys[i] & mask : 0;
+		bool g = i < r1 && key > prefix, e = i < r1 && key == prefix;
 		uint32_t be = __ballot_sync(0xffffffffu, e);
 		bool s = g || (e && eq_before + __popc(be & lt) < need);
 		uint32_t bs = __ballot_sync(0xffffffffu, s);
 
-		if (s) {
-			uint32_t o = out + __popc(bs & lt), p = i;
-
-			out_sort[o] = (unsigned long long)key << 32 | (0xffffffffu - p);
-		}
+		if (s)
+			emit(out + __popc(bs & lt), i);
 		eq_before += __popc(be);
 		out += __popc(bs);
 	}
-}
-
-/*
- * Sort the count composite keys in buf (score key, then the complement of
- * the position: unique) descending with a bitonic network over the next
- * power of two, padded with zeros (below every entry), and write the row
- * of sel: the first k positions, best first, then -1.
- */
-__device__ void dsa_sort_write(unsigned long long *buf, uint32_t count, uint32_t k,
-			       int32_t *sel_row, uint32_t topk, uint32_t *n_sel_t)
-{
-	uint32_t tid = threadIdx.x, nthr = blockDim.x, P = 1;
-
-	while (P < count)
-		P <<= 1;
-	for (uint32_t i = count + tid; i < P; i += nthr)
-		buf[i] = 0;
-	__syncthreads();
-	for (uint32_t size = 2; size <= P; size <<= 1)
-		for (uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
-			for (uint32_t i = tid; i < P / 2; i += nthr) {
-				uint32_t lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
-				unsigned long long a = buf[lo], b = buf[hi];
-
-				/* Descending where lo & size is 0: the last
-				 * merge (size = P) sorts all of it so. */
-				if ((a < b) == !(lo & size)) {
-					buf[lo] = b;
-					buf[hi] = a;
-				}
-			}
-			__syncthreads();
-		}
-	for (uint32_t j = tid; j < topk; j += nthr)
-		sel_row[j] = j < k ? (int32_t)(0xffffffffu - (uint32_t)buf[j]) : -1;
-	if (tid == 0)
-		*n_sel_t = k;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -501,7 +520,6 @@ __device__ void dsa_sort_write(unsigned long long *buf, uint32_t count, uint32_t
  * Scoring is a pure stream over the keys (many small blocks, no selection
  * state), and selection reads 4 bytes a position from L2.
  */
-#define DSA_IX_CHUNK 1024   /* positions a scoring block scores (ops_dsa.c: IX_CHUNK) */
 #define DSA_IX_THREADS 128
 #define DSA_IX_WARPS 4
 #define DSA_IX_SLAB 32      /* positions a warp loads and scores at a time */
@@ -530,9 +548,11 @@ __device__ __forceinline__ uint32_t dsa_ix_qbytes(uint32_t NT)
  * key whose dots are all NaN (an E8M0 NaN scale): sum_h w_h * 0, NaN when
  * a weight is not finite.
  *
- * Grid T, 128 threads; out: T rows of dsa_ix_qbytes(NT) bytes.
+ * Grid (T, NT), 256 threads: block (t, nt) quantizes heads 8 nt .. 8 nt +
+ * 7 of token t, a warp each (block (t, 0) also the all-NaN score); out: T
+ * rows of dsa_ix_qbytes(NT) bytes.
  */
-HACCEL_K void __launch_bounds__(DSA_IX_THREADS)
+HACCEL_K void __launch_bounds__(256)
 haccel_dsa_ix_prep(uint8_t *out, const float *q, const float *w, uint32_t IH, uint32_t NT)
 {
 	uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = blockIdx.x;
@@ -540,7 +560,8 @@ haccel_dsa_ix_prep(uint8_t *out, const float *q, const float *w, uint32_t IH, ui
 	uint16_t *qh = (uint16_t *)base;
 	float *wq = (float *)(base + NT * 2048);
 
-	for (uint32_t h = warp; h < NT * 8; h += DSA_IX_WARPS) {
+	{
+		uint32_t h = blockIdx.y * 8 + warp;
 		const float *qr = q + ((size_t)t * IH + h) * 128;
 		float x[4];
 		int e[4], emax = -127;
@@ -565,7 +586,7 @@ haccel_dsa_ix_prep(uint8_t *out, const float *q, const float *w, uint32_t IH, ui
 		if (lane == 0)
 			wq[h] = h < IH ? w[(size_t)t * IH + h] * hac_pow2f(emax) : 0.0f;
 	}
-	if (warp == 0) {
+	if (warp == 0 && blockIdx.y == 0) {
 		bool bad = false;
 
 		for (uint32_t h = lane; h < IH; h += 32)
@@ -577,40 +598,60 @@ haccel_dsa_ix_prep(uint8_t *out, const float *q, const float *w, uint32_t IH, ui
 	}
 }
 
+/* How dsa_ix_issue copies (ops_dsa.c picks by page size and alignment). */
+#define DSA_IX_CP4 0  /* 4-byte cp.async, a lane per record */
+#define DSA_IX_CP16 1 /* page_tokens % 4 == 0: 16-byte cp.async */
+#define DSA_IX_BULK 2 /* page_tokens % 32 == 0: a slab is one bulk copy */
+
 /*
  * The slot of the first position lane loads in slab s (zero past the
- * chunk): with vec16, lanes 0..7 each that of a group of 4 records. (A
- * region's slots number below 2^32: 132 bytes each.)
+ * chunk): with 16-byte or bulk copies, lanes 0..7 each that of a group of
+ * 4 records (bulk copies use lane 0's). (A region's slots number below
+ * 2^32: 132 bytes each.)
  */
-__device__ __forceinline__ uint32_t dsa_ix_slot(const uint32_t *bt, uint32_t pt, uint32_t c0,
-						uint32_t nc, uint32_t s, uint32_t vec16)
+__device__ __forceinline__ uint32_t dsa_ix_slot(const uint32_t *bt, uint32_t pt, uint32_t pt_inv,
+						uint32_t c0, uint32_t nc, uint32_t s, uint32_t mode)
 {
 	uint32_t lane = threadIdx.x & 31, off = s * 128 + (threadIdx.x >> 5) * 32;
-	uint32_t r = vec16 ? 4 * lane : lane, p = c0 + off + r, pi = p / pt;
+	uint32_t vec = mode != DSA_IX_CP4, r = vec ? 4 * lane : lane, p = c0 + off + r;
+	/* p / pt: pt_inv = (2^32 - 1) / pt gives the quotient or one less
+	 * (p < 2^31), the remainder corrects it. */
+	uint32_t pi = __umulhi(p, pt_inv), rem = p - pi * pt;
 
-	if (off >= nc || r >= nc - off || (vec16 && lane >= 8))
+	if (rem >= pt) {
+		pi++;
+		rem -= pt;
+	}
+	if (off >= nc || r >= nc - off || (vec && lane >= 8))
 		return 0;
-	return __ldg(&bt[pi]) * pt + (p - pi * pt);
+	return __ldg(&bt[pi]) * pt + rem;
 }
 
 /*
  * Start copying slab s of this warp (positions c0 + s * 128 + 32 warp ...,
- * 32 records) into buf; sl is what dsa_ix_slot gave. With page_tokens % 4
- * == 0 four consecutive records from a multiple of 4 are 528 contiguous,
- * 16-byte aligned bytes in one page: lane (group lane / 4, part lane % 4)
- * copies pieces part, part + 4, ... of its group's 33, so each lane takes
- * its group's slot once. Otherwise 4-byte copies, a lane per record.
- * Records past the chunk are zeros.
+ * 32 records) into buf; sl is what dsa_ix_slot gave. Bulk: with
+ * page_tokens % 32 == 0 the slab is 4224 contiguous, 16-byte aligned bytes
+ * in one page, copied by the copy engine (lane 0 issues it, completing on
+ * bar; records past the chunk are whatever the page holds, and are not
+ * scored). 16-byte: with page_tokens % 4 == 0 four consecutive records
+ * from a multiple of 4 are 528 contiguous, 16-byte aligned bytes in one
+ * page: lane (group lane / 4, part lane % 4) copies pieces part, part + 4,
+ * ... of its group's 33, so each lane takes its group's slot once.
+ * Otherwise 4-byte copies, a lane per record. The cp.async copies leave
+ * zeros past the chunk.
  */
 __device__ __forceinline__ void dsa_ix_issue(uint8_t *buf, uint32_t sl, const uint8_t *region,
-					     uint32_t nc, uint32_t s, uint32_t vec16)
+					     uint32_t nc, uint32_t s, uint32_t mode, uint64_t *bar)
 {
 	uint32_t lane = threadIdx.x & 31, off = s * 128 + (threadIdx.x >> 5) * 32;
 	uint32_t count = off < nc ? dsa_minu(32, nc - off) : 0;
 
 	if (!count)
 		return;
-	if (vec16) {
+	if (mode == DSA_IX_BULK) {
+		if (lane == 0)
+			dsa_bulk_copy(buf, region + (size_t)sl * DSA_IX_REC, DSA_IX_SLAB_BYTES, bar);
+	} else if (mode == DSA_IX_CP16) {
 		uint32_t gi = lane >> 2, part = lane & 3;
 		uint32_t gs = __shfl_sync(0xffffffffu, sl, gi);
 		bool ok = gi * 4 < count;
@@ -674,7 +715,7 @@ __device__ __forceinline__ void dsa_ix_slab(const uint8_t *buf, const uint4 *qf,
 				uint32_t v = row[8 * c + kt];
 
 				a[mt][kt][hh] = dsa_hmul2(dsa_e4m3x2(v & 0xffff), f);
-				a[mt][kt][2 + hh] = dsa_hmul2(dsa_e4m3x2(v >> 16), f);
+				a[mt][kt][2 + hh] = dsa_hmul2(dsa_e4m3x2_hi(v), f);
 			}
 		}
 	for (uint32_t nt = 0; nt < NT; nt++) {
@@ -708,18 +749,18 @@ __device__ __forceinline__ void dsa_ix_slab(const uint8_t *buf, const uint4 *qf,
 			sc[mt][1] = fmaf(w1, fmaxf(ev[3] + od[3], 0.0f), sc[mt][1]);
 		}
 	}
-#pragma unroll
-	for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-		for (int hh = 0; hh < 2; hh++) {
-			float s = sc[mt][hh];
+	/* The four lanes of a group reduce their 4 row sums so that lane c
+	 * ends with row r = c (m-tile r / 2, half r % 2): three shuffles. */
+	bool b0 = c & 1, b1 = c & 2;
+	float k0 = (b0 ? sc[0][1] : sc[0][0]) +
+		   __shfl_xor_sync(0xffffffffu, b0 ? sc[0][0] : sc[0][1], 1);
+	float k1 = (b0 ? sc[1][1] : sc[1][0]) +
+		   __shfl_xor_sync(0xffffffffu, b0 ? sc[1][0] : sc[1][1], 1);
+	float sum = (b1 ? k1 : k0) + __shfl_xor_sync(0xffffffffu, b1 ? k0 : k1, 2);
+	bool nr = b1 ? (b0 ? nanrow[1][1] : nanrow[1][0]) : (b0 ? nanrow[0][1] : nanrow[0][0]);
+	float f = b1 ? (b0 ? fk[1][1] : fk[1][0]) : (b0 ? fk[0][1] : fk[0][0]);
 
-			s += __shfl_xor_sync(0xffffffffu, s, 1);
-			s += __shfl_xor_sync(0xffffffffu, s, 2);
-			if (c == 0)
-				kst[mt * 16 + g + 8 * hh] =
-					dsa_score_key(nanrow[mt][hh] ? zero_score : s * fk[mt][hh]);
-		}
+	kst[(c >> 1) * 16 + g + 8 * (c & 1)] = dsa_score_key(nr ? zero_score : sum * f);
 	__syncwarp();
 	if (lane < count)
 		keys[lane] = kst[lane];
@@ -727,49 +768,58 @@ __device__ __forceinline__ void dsa_ix_slab(const uint8_t *buf, const uint4 *qf,
 }
 
 /*
- * Grid (T, chunks), 128 threads: block (t, i) scores positions [1024 i,
- * 1024 (i + 1)) of token t that are <= min(pos[t], max_pos) and writes
+ * Grid (T, chunks), 128 threads: block (t, i) scores positions [chunk i,
+ * chunk (i + 1)) (chunk a multiple of 128, ops_dsa.c picks it so that the
+ * blocks fill whole waves) of token t that are <= min(pos[t], max_pos) and writes
  * their keys to keys[t * stride + position]. qp: the token rows of
  * haccel_dsa_ix_prep. Each warp streams its own slabs through a ring of
- * DSA_IX_STAGES buffers (cp.async, two slabs in flight while one is
- * scored), so after the queries only warp barriers are needed; the slots
- * of the next slab to issue are looked up one slab ahead.
+ * DSA_IX_STAGES buffers (two slabs in flight while one is scored: bulk
+ * copies completing on one mbarrier a buffer, or cp.async groups; mode is
+ * DSA_IX_*), so after the queries only warp barriers are needed; the
+ * slots of the next slab to issue are looked up one slab ahead.
  *
  * Shared memory (ops_dsa.c computes the same size): the prepared queries
- * (dsa_ix_qbytes(NT)), then per warp 32 key words and a ring of 3 slabs of
- * 32 records.
+ * (dsa_ix_qbytes(NT)), then per warp 32 key words, then per warp a ring
+ * of 3 slabs of 32 records, then per warp 3 mbarriers.
  */
 HACCEL_K void __launch_bounds__(DSA_IX_THREADS, 3)
 haccel_dsa_ix_score(uint32_t *keys, uint32_t stride, const uint8_t *qp, uint32_t NT,
 		    const uint32_t *pos, const uint32_t *bt_row, const uint8_t *region,
 		    const uint32_t *block_tables, uint32_t bt_stride, uint32_t pt,
-		    uint32_t max_pos, uint32_t vec16)
+		    uint32_t max_pos, uint32_t mode, uint32_t chunk)
 {
-	uint32_t t = blockIdx.x, c0 = blockIdx.y * DSA_IX_CHUNK, warp = threadIdx.x >> 5;
+	uint32_t t = blockIdx.x, c0 = blockIdx.y * chunk, warp = threadIdx.x >> 5;
 	uint32_t n = dsa_minu(pos[t], max_pos) + 1, qb = dsa_ix_qbytes(NT);
 
 	if (c0 >= n)
 		return;
-	uint32_t nc = dsa_minu(DSA_IX_CHUNK, n - c0), nslab = (nc + 127) / 128;
+	uint32_t nc = dsa_minu(chunk, n - c0), nslab = (nc + 127) / 128;
+	bool bulk = mode == DSA_IX_BULK;
 	const uint4 *qf = (const uint4 *)dsa_smem;
 	const float *wq = (const float *)(dsa_smem + NT * 2048);
 	uint32_t *kst = (uint32_t *)(dsa_smem + qb) + warp * 32;
-	uint8_t *ring = dsa_smem + qb + DSA_IX_WARPS * 128 +
-			warp * DSA_IX_STAGES * DSA_IX_SLAB_BYTES;
+	uint8_t *rings = dsa_smem + qb + DSA_IX_WARPS * 128;
+	uint8_t *ring = rings + warp * DSA_IX_STAGES * DSA_IX_SLAB_BYTES;
+	uint64_t *bar = (uint64_t *)(rings + DSA_IX_WARPS * DSA_IX_STAGES * DSA_IX_SLAB_BYTES) +
+			warp * DSA_IX_STAGES;
 	const uint32_t *bt = block_tables + (size_t)bt_row[t] * bt_stride;
 	const uint8_t *src = qp + (size_t)t * qb;
 	uint32_t *krow = keys + (size_t)t * stride + c0;
-	uint32_t sl;
+	uint32_t sl, pt_inv = 0xffffffffu / pt;
 
+	if (bulk && (threadIdx.x & 31) == 0)
+		for (uint32_t i = 0; i < DSA_IX_STAGES; i++)
+			dsa_mbar_init(bar + i, 1);
+	__syncwarp();
 	for (uint32_t i = threadIdx.x; i < qb / 16; i += DSA_IX_THREADS)
 		dsa_cp16(dsa_smem + 16 * i, src + 16 * i, 16);
 	dsa_cp_commit();
 	for (uint32_t s = 0; s < DSA_IX_STAGES - 1; s++) {
-		sl = dsa_ix_slot(bt, pt, c0, nc, s, vec16);
-		dsa_ix_issue(ring + s * DSA_IX_SLAB_BYTES, sl, region, nc, s, vec16);
+		sl = dsa_ix_slot(bt, pt, pt_inv, c0, nc, s, mode);
+		dsa_ix_issue(ring + s * DSA_IX_SLAB_BYTES, sl, region, nc, s, mode, bar + s);
 		dsa_cp_commit();
 	}
-	sl = dsa_ix_slot(bt, pt, c0, nc, DSA_IX_STAGES - 1, vec16);
+	sl = dsa_ix_slot(bt, pt, pt_inv, c0, nc, DSA_IX_STAGES - 1, mode);
 	/* The queries are in (the slabs may still be on their way). */
 	dsa_cp_wait<DSA_IX_STAGES - 1>();
 	__syncthreads();
@@ -777,18 +827,24 @@ haccel_dsa_ix_score(uint32_t *keys, uint32_t stride, const uint8_t *qp, uint32_t
 
 	for (uint32_t s = 0; s < nslab; s++) {
 		uint32_t nx = s + DSA_IX_STAGES - 1, off = s * 128 + warp * 32;
+		uint32_t st = s % DSA_IX_STAGES;
 
 		/* Everyone is done with the buffer slab nx overwrites. */
 		__syncwarp();
 		dsa_ix_issue(ring + (nx % DSA_IX_STAGES) * DSA_IX_SLAB_BYTES, sl, region, nc, nx,
-			     vec16);
+			     mode, bar + nx % DSA_IX_STAGES);
 		dsa_cp_commit();
-		sl = dsa_ix_slot(bt, pt, c0, nc, nx + 1, vec16);
-		dsa_cp_wait<DSA_IX_STAGES - 1>();
+		sl = dsa_ix_slot(bt, pt, pt_inv, c0, nc, nx + 1, mode);
+		if (bulk) {
+			if (off < nc)
+				dsa_mbar_wait(bar + st, (s / DSA_IX_STAGES) & 1);
+		} else {
+			dsa_cp_wait<DSA_IX_STAGES - 1>();
+		}
 		__syncwarp();
 		if (off < nc)
-			dsa_ix_slab(ring + (s % DSA_IX_STAGES) * DSA_IX_SLAB_BYTES, qf, wq, NT, kst,
-				    krow + off, dsa_minu(32, nc - off), zero_score);
+			dsa_ix_slab(ring + st * DSA_IX_SLAB_BYTES, qf, wq, NT, kst, krow + off,
+				    dsa_minu(32, nc - off), zero_score);
 	}
 	dsa_cp_wait<0>();
 }
@@ -827,36 +883,53 @@ __device__ void dsa_ix_thresh(const uint32_t *hist, uint32_t need, uint32_t *wsu
 }
 
 /*
- * One pass over the n keys of a row, 32 a thread at a time in eight
- * 16-byte loads issued together (the row is padded to a multiple of 4 and
- * 16-byte aligned; a pass is latency-bound, so the loads must be in flight
- * at once): f(key, position, valid) for each. Every thread takes the same
- * number of steps, so f may use warp-wide intrinsics.
+ * One pass over the n keys of a row. Warp w takes the contiguous positions
+ * [w R, (w + 1) R) (R: n / 32 rounded up to a multiple of 128), in steps
+ * of eight 16-byte loads issued together (the row is padded to a multiple
+ * of 4 and 16-byte aligned; a pass is latency-bound, so the loads must be
+ * in flight at once), load j of a step holding positions b + 128 j + 4
+ * lane .. + 3: f(keys, p, m) for each load, the 4 keys of positions p ..
+ * p + 3, bit e of m set when p + e is the warp's (and below n). The lanes
+ * of a warp take the same steps, so f may use warp-wide intrinsics.
  */
 #define DSA_IX_ROW_LOADS 8
 
 template <typename F>
 __device__ __forceinline__ void dsa_ix_rowpass(const uint32_t *row, uint32_t n, F f)
 {
-	for (uint32_t b = 0; b < n; b += 4 * DSA_IX_ROW_LOADS * DSA_IX_TK_THREADS) {
+	uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	uint32_t R = ((n + 31) / 32 + 127) & ~127u, w0 = warp * R;
+	uint32_t w1 = w0 < n ? dsa_minu(n, w0 + R) : w0;
+
+	for (uint32_t b = w0; b < w1; b += 128 * DSA_IX_ROW_LOADS) {
 		uint4 u[DSA_IX_ROW_LOADS];
 
 #pragma unroll
 		for (int j = 0; j < DSA_IX_ROW_LOADS; j++) {
-			uint32_t i = b + 4 * (j * DSA_IX_TK_THREADS + threadIdx.x);
+			uint32_t i = b + 128 * j + 4 * lane;
 
-			u[j] = i < n ? __ldcg((const uint4 *)(row + i)) : make_uint4(0, 0, 0, 0);
+			u[j] = i < w1 ? __ldcg((const uint4 *)(row + i)) : make_uint4(0, 0, 0, 0);
 		}
 #pragma unroll
 		for (int j = 0; j < DSA_IX_ROW_LOADS; j++) {
-			uint32_t i = b + 4 * (j * DSA_IX_TK_THREADS + threadIdx.x);
+			uint32_t i = b + 128 * j + 4 * lane;
+			uint32_t m = i < w1 ? (w1 - i >= 4 ? 15u : (1u << (w1 - i)) - 1) : 0;
 
-			f(u[j].x, i, i < n);
-			f(u[j].y, i + 1, i + 1 < n);
-			f(u[j].z, i + 2, i + 2 < n);
-			f(u[j].w, i + 3, i + 3 < n);
+			f(u[j], i, m);
 		}
 	}
+}
+
+/* f(key, position, ok) for each key of a dsa_ix_rowpass. */
+template <typename F>
+__device__ __forceinline__ void dsa_ix_rowkeys(const uint32_t *row, uint32_t n, F f)
+{
+	dsa_ix_rowpass(row, n, [&](uint4 u, uint32_t p, uint32_t m) {
+		f(u.x, p, (m & 1) != 0);
+		f(u.y, p + 1, (m & 2) != 0);
+		f(u.z, p + 2, (m & 4) != 0);
+		f(u.w, p + 3, (m & 8) != 0);
+	});
 }
 
 /* hist[digit] += 1 for the lanes with ok, one atomic per group of lanes
@@ -867,26 +940,6 @@ __device__ __forceinline__ void dsa_ix_count(uint32_t *hist, bool ok, uint32_t d
 
 	if (ok && (threadIdx.x & 31) == (uint32_t)__ffs(peers) - 1)
 		atomicAdd(&hist[digit], (uint32_t)__popc(peers));
-}
-
-/* Sort the 1024 words of s descending (1024 threads, a bitonic network). */
-__device__ void dsa_ix_sort1024(uint32_t *s)
-{
-	uint32_t tid = threadIdx.x;
-
-	for (uint32_t size = 2; size <= 1024; size <<= 1)
-		for (uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
-			if (tid < 512) {
-				uint32_t lo = 2 * tid - (tid & (stride - 1)), hi = lo + stride;
-				uint32_t a = s[lo], b = s[hi];
-
-				if ((a < b) == !(lo & size)) {
-					s[lo] = b;
-					s[hi] = a;
-				}
-			}
-			__syncthreads();
-		}
 }
 
 /* The exclusive prefix sum of v over the threads of the block (1024), in
@@ -920,33 +973,47 @@ __device__ __forceinline__ uint32_t dsa_ix_count_ge(const uint32_t *row, uint32_
 {
 	uint32_t c = 0;
 
-	dsa_ix_rowpass(row, n, [&](uint32_t key, uint32_t, bool ok) { c += ok && key >= lo; });
+	dsa_ix_rowkeys(row, n, [&](uint32_t key, uint32_t, bool ok) { c += ok && key >= lo; });
 	return c;
+}
+
+/*
+ * Where the keys >= lo of this thread's warp go in the gather, the warps'
+ * ranges in row order: the warp's exclusive offset (every lane gets it),
+ * *total the count of the whole row.
+ */
+__device__ __forceinline__ uint32_t dsa_ix_warp_offset(const uint32_t *row, uint32_t n,
+							uint32_t lo, uint32_t *wsum,
+							uint32_t *total)
+{
+	uint32_t off = dsa_ix_block_scan(dsa_ix_count_ge(row, n, lo), wsum, total);
+
+	return __shfl_sync(0xffffffffu, off, 0);
 }
 
 /*
  * Grid T, 1024 threads: the k = min(topk, n) best of the n keys of row t
  * (n = min(pos[t], max_pos) + 1), by key and then the smaller position,
- * sorted best first into sel row t, -1 after them, n_sel[t] = k.
+ * into sel row t in ascending position, -1 after them, n_sel[t] = k.
  *
- * Every key >= a threshold lo is gathered into the sort buffer (cap
- * entries; a counting pass and a block scan give each thread its place,
- * so the entries land in row order, without atomics) as a composite key (key << 32 | ~position: unique, and ordered
- * as the selection is), the buffer is sorted by a bitonic network, and the
- * first k are the answer: exact whenever at least k keys are >= lo and
- * they fit. lo is 0 when the row fits. Otherwise it comes from 1024 keys
- * sampled across the row (sorted, lo a few ranks below where the k-th
- * should fall, so that about 1.5 k keys pass), checked by that count.
- * If the check fails (an unlucky sample or crowded scores), radix
+ * Every key >= a threshold lo is gathered, with its position, into the
+ * buffers (cap entries; a counting pass and a block scan give each thread
+ * its place, so the entries land in row order, without atomics), and the
+ * k best of those are the answer: exact whenever at least k keys are >=
+ * lo and they fit. A radix select over the gathered keys (dsa_kth) finds
+ * the k-th, and dsa_emit writes the positions of the k best in row order.
+ * lo is 0 when the row fits. Otherwise it comes from 1024 keys sampled
+ * across the row (lo, by the same radix select, a few ranks below where
+ * the k-th should fall, so that about 1.5 k keys pass), checked by that
+ * count. If the check fails (an unlucky sample or crowded scores), radix
  * histograms of the top 11 bits, then of the next 11 of the keys in the
  * k-th's bin, give lo = the bin's lower edge; and if even that leaves too
- * many (mass ties: identical keys, NaN scores), the general radix select
- * of dsa_select, which keeps the first equal keys by position, picks the
- * k before the same sort.
+ * many (mass ties: identical keys, NaN scores), the radix select runs on
+ * the whole row.
  *
- * Shared memory: the sort buffer (cap 8-byte entries, a power of two >=
- * topk), the histogram (2048 words, also the sample), 32 warp sums,
- * dsa_sel_shared.
+ * Shared memory: the gathered keys and positions (cap words each, a power
+ * of two >= topk; the keys' buffer also holds the sample), the histogram
+ * (2048 words), 32 warp sums, dsa_sel_shared.
  */
 HACCEL_K void __launch_bounds__(DSA_IX_TK_THREADS, 1)
 haccel_dsa_ix_topk(int32_t *sel, uint32_t *n_sel, const uint32_t *keys, uint32_t stride,
@@ -955,11 +1022,11 @@ haccel_dsa_ix_topk(int32_t *sel, uint32_t *n_sel, const uint32_t *keys, uint32_t
 	uint32_t t = blockIdx.x, tid = threadIdx.x;
 	uint32_t n = dsa_minu(pos[t], max_pos) + 1, k = dsa_minu(topk, n);
 	const uint32_t *row = keys + (size_t)t * stride;
-	unsigned long long *buf = (unsigned long long *)dsa_smem;
-	uint32_t *hist = (uint32_t *)(buf + cap);
+	uint32_t *gk = (uint32_t *)dsa_smem, *gp = gk + cap, *hist = gp + cap;
 	uint32_t *wsum = hist + DSA_IX_BINS;
 	struct dsa_sel_shared *sh = (struct dsa_sel_shared *)(wsum + 32);
-	uint32_t lo = 0, total, off;
+	int32_t *srow = sel + (size_t)t * topk;
+	uint32_t lo = 0, total, off, prefix, mask, need;
 
 	if (n > cap) {
 		/* The sample: key tid * n / 1024, rank r of the k-th expected
@@ -967,24 +1034,24 @@ haccel_dsa_ix_topk(int32_t *sel, uint32_t *n_sel, const uint32_t *keys, uint32_t
 		uint32_t r = (uint32_t)((uint64_t)k * 1024 / n);
 		uint32_t idx = dsa_minu(1023, r + 3 * (uint32_t)sqrtf((float)r) + 4);
 
-		hist[tid] = __ldcg(&row[(uint64_t)tid * n / 1024]);
+		gk[tid] = __ldcg(&row[(uint64_t)tid * n / 1024]);
 		__syncthreads();
-		dsa_ix_sort1024(hist);
-		lo = hist[idx];
+		dsa_kth(gk, 1024, idx + 1, hist, sh, &lo, &mask, &need);
 	}
-	/* Where this thread's keys >= lo go: in row order, so the gather
+	/* Where this warp's keys >= lo go: in row order, so the gather
 	 * needs no atomics. */
-	off = dsa_ix_block_scan(dsa_ix_count_ge(row, n, lo), wsum, &total);
+	off = dsa_ix_warp_offset(row, n, lo, wsum, &total);
 	if (total < k || total > cap) {
-		uint32_t shift = 21, prefix = 0, above = 0;
+		uint32_t shift = 21, above = 0;
 
-		__syncthreads(); /* the sample in hist is dead */
+		prefix = 0;
+		__syncthreads(); /* the sample's histogram is dead */
 		for (int pass = 0; pass < 2; pass++) {
 			for (uint32_t i = tid; i < DSA_IX_BINS; i += DSA_IX_TK_THREADS)
 				hist[i] = 0;
 			__syncthreads();
 			uint32_t pm = pass ? 0xffe00000u : 0, s = shift;
-			dsa_ix_rowpass(row, n, [&](uint32_t key, uint32_t, bool ok) {
+			dsa_ix_rowkeys(row, n, [&](uint32_t key, uint32_t, bool ok) {
 				dsa_ix_count(hist, ok && (key & pm) == prefix, (key >> s) & 2047);
 			});
 			__syncthreads();
@@ -999,22 +1066,44 @@ haccel_dsa_ix_topk(int32_t *sel, uint32_t *n_sel, const uint32_t *keys, uint32_t
 		}
 		if (total <= cap) {
 			lo = prefix;
-			off = dsa_ix_block_scan(dsa_ix_count_ge(row, n, lo), wsum, &total);
+			off = dsa_ix_warp_offset(row, n, lo, wsum, &total);
 		}
 	}
+	__syncthreads(); /* the sample in gk is dead */
 	if (total <= cap) {
-		dsa_ix_rowpass(row, n, [&](uint32_t key, uint32_t p, bool ok) {
-			if (ok && key >= lo)
-				buf[off++] = (unsigned long long)key << 32 | (0xffffffffu - p);
+		/* A warp's keys in row order: by load, lane, then key. */
+		uint32_t lt = (1u << (tid & 31)) - 1;
+
+		dsa_ix_rowpass(row, n, [&](uint4 u, uint32_t p, uint32_t m) {
+			uint32_t v[4] = { u.x, u.y, u.z, u.w }, hit[4], o = off;
+
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				hit[e] = __ballot_sync(0xffffffffu, (m >> e & 1) && v[e] >= lo);
+				o += __popc(hit[e] & lt);
+			}
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				if (hit[e] >> (tid & 31) & 1) {
+					gk[o] = v[e];
+					gp[o++] = p + e;
+				}
+				off += __popc(hit[e]);
+			}
 		});
 		__syncthreads();
-		dsa_sort_write(buf, total, k, sel + (size_t)t * topk, topk, n_sel + t);
-		return;
+		dsa_kth(gk, total, k, hist, sh, &prefix, &mask, &need);
+		dsa_emit(gk, total, prefix, mask, need, sh,
+			 [&](uint32_t o, uint32_t i) { srow[o] = (int32_t)gp[i]; });
+	} else {
+		dsa_kth(row, n, k, hist, sh, &prefix, &mask, &need);
+		dsa_emit(row, n, prefix, mask, need, sh,
+			 [&](uint32_t o, uint32_t i) { srow[o] = (int32_t)i; });
 	}
-	__syncthreads();
-	dsa_select(row, buf, n, k, hist, sh);
-	__syncthreads();
-	dsa_sort_write(buf, k, k, sel + (size_t)t * topk, topk, n_sel + t);
+	for (uint32_t j = k + tid; j < topk; j += DSA_IX_TK_THREADS)
+		srow[j] = -1;
+	if (tid == 0)
+		n_sel[t] = k;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1160,7 +1249,7 @@ __device__ __forceinline__ void dsa_mla_convert(uint8_t *vh, const uint8_t *lat,
 #pragma unroll
 			for (int i = 0; i < 4; i++) {
 				hv[2 * i] = dsa_hmul2(dsa_e4m3x2(w4[i] & 0xffff), f);
-				hv[2 * i + 1] = dsa_hmul2(dsa_e4m3x2(w4[i] >> 16), f);
+				hv[2 * i + 1] = dsa_hmul2(dsa_e4m3x2_hi(w4[i]), f);
 			}
 		}
 		*(uint4 *)(vh + j * 1024 + dsa_swz(j, 2 * ch)) =
@@ -1728,13 +1817,13 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 			for (uint32_t k = 0; k < 8; k++) {
 				uint32_t j = (tid >> 5) + 8 * k, b = (lane >> 2) & 1;
 				uint4 lo = make_uint4(dsa_e4m3x2(cv[k].x & 0xffff),
-						      dsa_e4m3x2(cv[k].x >> 16),
+						      dsa_e4m3x2_hi(cv[k].x),
 						      dsa_e4m3x2(cv[k].y & 0xffff),
-						      dsa_e4m3x2(cv[k].y >> 16));
+						      dsa_e4m3x2_hi(cv[k].y));
 				uint4 hi = make_uint4(dsa_e4m3x2(cv[k].z & 0xffff),
-						      dsa_e4m3x2(cv[k].z >> 16),
+						      dsa_e4m3x2_hi(cv[k].z),
 						      dsa_e4m3x2(cv[k].w & 0xffff),
-						      dsa_e4m3x2(cv[k].w >> 16));
+						      dsa_e4m3x2_hi(cv[k].w));
 
 				*(uint4 *)(vh + j * 1024 + dsa_swz(j, 2 * lane + b)) = b ? hi : lo;
 				*(uint4 *)(vh + j * 1024 + dsa_swz(j, 2 * lane + 1 - b)) = b ? lo : hi;

@@ -358,7 +358,8 @@ struct ix_run {
  * The GPU indexer on all tokens in one call, the CPU op token by token
  * through each token's own block-table row. Exact runs compare the lists;
  * the others check that the GPU list is a top-k of the CPU scores up to
- * their rounding bound, in order, and count the identical ones.
+ * their rounding bound, in ascending position, and count the identical
+ * ones.
  */
 static void check_indexer(struct haccel__gpu *g, const struct paged *pg, const uint8_t *region,
 			  haccel__dptr dreg, haccel__dptr dbt, const struct ix_run *r)
@@ -425,19 +426,28 @@ static void check_indexer(struct haccel__gpu *g, const struct paged *pg, const u
 					break; /* no order to check against a bad position */
 				seen[gt[j]] = 1;
 				if (j)
-					CHECK(!clearly_before(sc, tol, gt[j], gt[j - 1]),
-					      "token %u: rank %u (%d, %.9g) after %d (%.9g)", t,
-					      j, gt[j], (double)sc[gt[j]], gt[j - 1],
-					      (double)sc[gt[j - 1]]);
+					CHECK(gt[j] > gt[j - 1],
+					      "token %u: entry %u (%d) not after %d (ascending positions)",
+					      t, j, gt[j], gt[j - 1]);
 			}
-			/* Against the CPU's k-th: nothing kept clearly
-			 * below it, nothing left clearly above it. */
+			/* Against the CPU's k-th (its list is in position
+			 * order: the lowest of it by these scores, NaN lowest,
+			 * then the larger position): nothing kept clearly below
+			 * it, nothing left clearly above it. */
+			int32_t kth = want[0];
+
+			for (uint32_t j = 1; j < k; j++) {
+				float a = sc[want[j]], b = sc[kth];
+
+				if (isnan(a) || (!isnan(b) && a <= b))
+					kth = want[j];
+			}
 			for (uint32_t s = 0; s < n; s++)
-				CHECK(seen[s] ? !clearly_before(sc, tol, want[k - 1], (int32_t)s) :
-						!clearly_before(sc, tol, (int32_t)s, want[k - 1]),
+				CHECK(seen[s] ? !clearly_before(sc, tol, kth, (int32_t)s) :
+						!clearly_before(sc, tol, (int32_t)s, kth),
 				      "token %u: position %u (%.9g, %s) vs the k-th %d (%.9g)", t,
-				      s, (double)sc[s], seen[s] ? "kept" : "left", want[k - 1],
-				      (double)sc[want[k - 1]]);
+				      s, (double)sc[s], seen[s] ? "kept" : "left", kth,
+				      (double)sc[kth]);
 		}
 		free(cscr);
 		free(sc);

@@ -481,11 +481,19 @@ static int cmp_pos(const void *pa, const void *pb)
 	return a < b ? -1 : a > b;
 }
 
+static int cmp_int(const void *pa, const void *pb)
+{
+	int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+
+	return a < b ? -1 : a > b;
+}
+
 /*
  * The naive indexer for one token: the score of every position 0..pos by
  * the formula (q through MXFP8 and back, dot and head sums in index order),
- * a full sort, the first min(topk, pos + 1). Returns the count; counts
- * equal adjacent scores in *ties.
+ * a full sort, the first min(topk, pos + 1), then those in ascending
+ * position (the op's output order). Returns the count; counts equal
+ * adjacent scores of the sorted list in *ties.
  */
 static uint32_t naive_topk(int32_t *out, const float *q, const float *w, uint32_t pos,
 			   const float *kdeq, uint32_t topk, unsigned int *ties)
@@ -521,6 +529,7 @@ static uint32_t naive_topk(int32_t *out, const float *q, const float *w, uint32_
 			  (isnan(score[order[j]]) && isnan(score[order[j - 1]]))))
 			(*ties)++;
 	}
+	qsort(out, k, sizeof(out[0]), cmp_int);
 	return k;
 }
 
@@ -662,13 +671,15 @@ static void t_indexer_nan_scores(void)
 				 m.bt, m.P, S, scratch);
 	for (uint32_t j = 0; j < S; j++)
 		CHECK(sel[j] == (int32_t)j, "all NaN: rank %u is %d", j, sel[j]);
-	/* Token 1: the infs first, then the NaNs, each group by position. */
+	/* Token 1: the infs rank first, then the NaNs by position. With
+	 * topk = the count of infs the list is exactly the infs; one more
+	 * adds the first NaN position. */
 	{
 		float sc[S];
-		int32_t prev = -1;
-		int in_nan = 0;
+		int32_t want[S], first_nan = -1;
+		uint32_t one = 19;
 
-		/* Recompute token 1's scores to classify the list. */
+		/* Recompute token 1's scores to classify the positions. */
 		for (uint32_t s = 0; s < S; s++) {
 			uint8_t codes[128], scales[4];
 			float qd[128], dot = 0.0f;
@@ -678,19 +689,24 @@ static void t_indexer_nan_scores(void)
 			for (uint32_t i = 0; i < 128; i++)
 				dot += qd[i] * kdeq[s * 128 + i];
 			sc[s] = dot > 0.0f ? INFINITY : NAN;
+			if (!isnan(sc[s]))
+				want[seen_inf++] = (int32_t)s;
+			else if (first_nan < 0)
+				first_nan = (int32_t)s;
 		}
-		for (uint32_t j = 0; j < S; j++) {
-			int32_t s = sel[S + j];
-			int nan = isnan(sc[s]);
+		for (uint32_t extra = 0; extra < 2 && seen_inf > 0 && seen_inf < S; extra++) {
+			uint32_t kk = (uint32_t)seen_inf + extra, got = 0;
+			int32_t exp[S];
 
-			seen_inf += !nan;
-			CHECK(!(in_nan && !nan), "inf after NaN at rank %u", j);
-			if (nan && !in_nan) {
-				in_nan = 1;
-				prev = -1;
-			}
-			CHECK(s > prev, "rank %u: position %d after %d", j, s, prev);
-			prev = s;
+			memcpy(exp, want, (size_t)seen_inf * sizeof(exp[0]));
+			exp[seen_inf] = first_nan;
+			qsort(exp, kk, sizeof(exp[0]), cmp_int);
+			haccel__cpu_indexer_topk(sel, n_sel, q + IH * 128, w + IH, 1, IH, &one,
+						 seqmap_region(&m, 0, 1), m.bt, m.P, kk, scratch);
+			CHECK(n_sel[0] == kk, "topk %u: n_sel %u", kk, n_sel[0]);
+			for (uint32_t i = 0; i < kk; i++)
+				got += sel[i] == exp[i];
+			CHECK(got == kk, "topk %u: %u of the positions as expected", kk, got);
 		}
 	}
 	KTAP_EXPECT(seen_inf > 0 && seen_inf < S);

@@ -83,8 +83,9 @@ int haccel__cuda_index_k_write(struct haccel__gpu *g, void *stream, haccel__dptr
 /* ------------------------------------------------------------------------ */
 /* Indexer                                                                  */
 
-#define IX_CHUNK 1024       /* kernels/dsa.cu: DSA_IX_CHUNK */
+#define IX_SCORE_BLOCKS_SM 3 /* haccel_dsa_ix_score blocks an SM (its launch bounds) */
 #define IX_MAX_HEADS 128
+#define IX_MAX_POS 0x7fffff00u /* max_pos below this: positions < 2^31 */
 #define IX_MAX_TOPK 4096    /* the sort buffer holds at least this */
 #define IX_SORT_CAP 16384   /* entries of the top-k kernel's sort buffer */
 #define IX_KEYS (1u << 24)  /* key words of scratch before tokens are grouped */
@@ -121,6 +122,31 @@ static uint32_t ix_group(uint32_t T, uint64_t stride)
 	return (uint32_t)(g < IX_GROUP ? g : IX_GROUP);
 }
 
+/*
+ * Positions a scoring block takes: a multiple of 128 (a slab for each of
+ * its four warps) chosen so that the T * ceil(N / chunk) blocks fill whole
+ * waves of IX_SCORE_BLOCKS_SM blocks an SM. It minimizes waves * (chunk +
+ * 128), a block's start costing about one more round of slabs, over chunk
+ * = 128 .. 16384 (or up to the first that keeps a token's chunks <=
+ * 65535). On an H200 at 64K positions: 256 for one token, 1792 for 32
+ * (1184 blocks, 2.99 waves of 396) where 1024 gave 5.17 waves.
+ */
+static uint32_t ix_chunk(uint32_t T, uint64_t N, int sms)
+{
+	uint64_t slots = (uint64_t)IX_SCORE_BLOCKS_SM * (uint64_t)(sms > 0 ? sms : 1);
+	uint64_t best = 0, best_cost = UINT64_MAX;
+
+	for (uint64_t c = 128; c <= 16384 || !best; c += 128) {
+		uint64_t per = (N + c - 1) / c, waves = ((uint64_t)T * per + slots - 1) / slots;
+
+		if (per <= 65535 && waves * (c + 128) < best_cost) {
+			best_cost = waves * (c + 128);
+			best = c;
+		}
+	}
+	return (uint32_t)best;
+}
+
 /* Scratch: the prepared queries of a group's tokens (room for 128 heads),
  * then its rows of keys. */
 size_t haccel__cuda_indexer_scratch(uint32_t T, uint32_t max_pos, uint32_t topk)
@@ -138,19 +164,22 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
 			      uint32_t page_tokens, uint32_t topk, uint32_t max_pos,
 			      haccel__dptr scratch)
 {
-	uint64_t stride64 = ix_stride(max_pos), chunks = max_pos / IX_CHUNK + 1;
+	uint64_t stride64 = ix_stride(max_pos);
 	uint32_t NT = (IH + 7) / 8, stride = (uint32_t)stride64;
 	uint32_t tg = T ? ix_group(T, stride64) : 1;
 	uint64_t qbytes = IX_QBYTES(NT), cap = 1;
-	/* queries, then per warp 32 key words and 3 slabs of 32 records
-	 * (dsa.cu, haccel_dsa_ix_score) */
-	uint32_t smem_s = (uint32_t)qbytes + 4 * (128 + 3 * 32 * 132);
-	uint32_t vec16 = page_tokens % 4 == 0 && region % 16 == 0;
+	/* queries, then per warp 32 key words, 3 slabs of 32 records and 3
+	 * mbarriers (dsa.cu, haccel_dsa_ix_score) */
+	uint32_t smem_s = (uint32_t)qbytes + 4 * (128 + 3 * 32 * 132 + 3 * 8);
+	/* How slabs are copied (dsa.cu: DSA_IX_CP4, _CP16, _BULK): one bulk
+	 * copy when a slab of 32 records lies in one page, else 16-byte
+	 * copies of 4 records, else 4-byte copies. */
+	uint32_t mode = region % 16 ? 0 : page_tokens % 32 == 0 ? 2 : page_tokens % 4 == 0 ? 1 : 0;
 	haccel__dptr qp = scratch, keys = scratch + align256((uint64_t)tg * qbytes);
 	void *fprep, *fscore, *ftopk;
 
 	if (!IH || IH > IX_MAX_HEADS || !topk || topk > IX_MAX_TOPK || !page_tokens ||
-	    chunks > 65535 || stride64 > 0xffffffffu || !scratch || region % 4)
+	    max_pos >= IX_MAX_POS || !scratch || region % 4)
 		return -EINVAL;
 	/* The sort buffer: a power of two, no smaller than topk, no larger
 	 * than a row needs (or IX_SORT_CAP). */
@@ -173,14 +202,15 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
 		haccel__dptr qt = q + (uint64_t)t0 * IH * 128 * 4, wt = w + (uint64_t)t0 * IH * 4;
 		haccel__dptr pt = pos + (uint64_t)t0 * 4, rt = bt_row + (uint64_t)t0 * 4;
 		haccel__dptr st = sel + (uint64_t)t0 * topk * 4, nt = n_sel + (uint64_t)t0 * 4;
-		uint32_t ch = (uint32_t)chunks;
+		uint32_t chunk = ix_chunk(n, (uint64_t)max_pos + 1, g->cu->sm_count);
+		uint32_t ch = (uint32_t)(((uint64_t)max_pos + chunk) / chunk);
 
-		ret = HACCEL__LAUNCH(g, fprep, n, 1, 1, 128, 1, 1, 0, stream, &qp, &qt, &wt, &IH,
+		ret = HACCEL__LAUNCH(g, fprep, n, NT, 1, 256, 1, 1, 0, stream, &qp, &qt, &wt, &IH,
 				     &NT);
 		if (!ret)
 			ret = HACCEL__LAUNCH(g, fscore, n, ch, 1, 128, 1, 1, smem_s, stream, &keys,
 					     &stride, &qp, &NT, &pt, &rt, &region, &block_tables,
-					     &bt_stride, &page_tokens, &max_pos, &vec16);
+					     &bt_stride, &page_tokens, &max_pos, &mode, &chunk);
 		if (!ret)
 			ret = HACCEL__LAUNCH(g, ftopk, n, 1, 1, 1024, 1, 1, smem_t, stream, &st, &nt,
 					     &keys, &stride, &pt, &max_pos, &topk, &cap32);

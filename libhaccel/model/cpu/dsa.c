@@ -177,11 +177,12 @@ static void sift_down(int32_t *h, uint32_t n, uint32_t i, const float *score)
 }
 
 /*
- * Keep the k best of positions 0..n-1 in sel[0..k), best first: a heap of
- * the k best so far rooted at the worst of them, in sel itself (no other
- * memory), then a heapsort that moves the worst to the back.
+ * Keep the k best of positions 0..n-1 in sel[0..k), in ascending position:
+ * a heap of the k best so far rooted at the worst of them, in sel itself
+ * (no other memory), then the kept positions flagged in score (whose
+ * values are no longer needed) and collected in order.
  */
-static void select_topk(int32_t *sel, uint32_t k, uint32_t n, const float *score)
+static void select_topk(int32_t *sel, uint32_t k, uint32_t n, float *score)
 {
 	for (uint32_t s = 0; s < n; s++) {
 		if (s < k) {
@@ -199,12 +200,13 @@ static void select_topk(int32_t *sel, uint32_t k, uint32_t n, const float *score
 			sift_down(sel, k, 0, score);
 		}
 	}
-	for (uint32_t m = k; m > 1; m--) {
-		int32_t tmp = sel[0];
-		sel[0] = sel[m - 1];
-		sel[m - 1] = tmp;
-		sift_down(sel, m - 1, 0, score);
-	}
+	for (uint32_t s = 0; s < n; s++)
+		score[s] = 0.0f;
+	for (uint32_t j = 0; j < k; j++)
+		score[sel[j]] = 1.0f;
+	for (uint32_t s = 0, j = 0; s < n; s++)
+		if (score[s] != 0.0f)
+			sel[j++] = (int32_t)s;
 }
 
 /*
