@@ -510,15 +510,18 @@ __device__ __forceinline__ void dsa_emit(const uint32_t *keys, uint32_t N, uint3
 
 /*
  * Three kernels per group of tokens (ops_dsa.c, haccel__cuda_indexer_topk):
- *  1. haccel_dsa_ix_prep, a block per token: the queries in MMA form, once;
- *  2. haccel_dsa_ix_score, grid (token, chunk of 1024 positions): streams
- *     the chunk's key records and writes one order-preserving uint32 key
- *     per position to a row of scratch;
+ *  1. haccel_dsa_ix_prep, grid (token, 8 heads): the queries in MMA form,
+ *     once;
+ *  2. haccel_dsa_ix_score, grid (token, chunk of positions): streams the
+ *     chunk's key records and writes one order-preserving uint32 key per
+ *     position to a row of scratch;
  *  3. haccel_dsa_ix_topk, a block of 1024 threads per token: the top-k of
- *     the row (radix histograms of 11 bits, then one bitonic sort in
- *     shared memory) into sel and n_sel.
- * Scoring is a pure stream over the keys (many small blocks, no selection
- * state), and selection reads 4 bytes a position from L2.
+ *     the row (a sampled threshold, the keys above it gathered in row
+ *     order, a radix select among them; no sort) into sel and n_sel, in
+ *     ascending position.
+ * Scoring is a pure stream over the keys (blocks sized to fill whole
+ * waves, no selection state), and selection reads 4 bytes a position from
+ * L2.
  */
 #define DSA_IX_THREADS 128
 #define DSA_IX_WARPS 4
