@@ -95,38 +95,40 @@ HACCEL_K void haccel_copy_rows(float *dst, uint32_t dst_ld, const float *src, ui
 }
 
 /*
- * Attention-residual mix, one block per token: logits over the sources
+ * Attention-residual mix, one block per token (haccel_attn_res_mix8
+ * below: the same mix on a cluster of 8 blocks a token, for a few tokens):
+ * logits over the sources
  * (dot of the query with each rmsnormed source), softmax, weighted sum of
  * the raw sources. n_src <= 64. Sources go 4 at a time through the
  * strided partial sums and one round of block reductions (the loads of 4
  * sources in flight together, a quarter of the barriers); each sum keeps
  * the order of a block_sum of its own.
  */
-#define ARM_G 4
+#define ARM_B_G 4
 
 HACCEL_K void haccel_attn_res_mix(float *h, const float *src0, uint64_t src_stride,
 				  uint32_t n_src, const float *query, const float *norm_w,
 				  uint32_t T, uint32_t D, float eps)
 {
-	__shared__ float sh[32 * 2 * ARM_G];
+	__shared__ float sh[32 * 2 * ARM_B_G];
 	__shared__ float a[64];
 	size_t t = blockIdx.x;
 	uint32_t lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
 	float mx = -INFINITY, sum = 0.0f;
 
 	(void)T;
-	for (uint32_t i0 = 0; i0 < n_src; i0 += ARM_G) {
-		uint32_t ng = n_src - i0 < ARM_G ? n_src - i0 : ARM_G;
-		float ss[ARM_G], dot[ARM_G];
+	for (uint32_t i0 = 0; i0 < n_src; i0 += ARM_B_G) {
+		uint32_t ng = n_src - i0 < ARM_B_G ? n_src - i0 : ARM_B_G;
+		float ss[ARM_B_G], dot[ARM_B_G];
 
 #pragma unroll
-		for (int j = 0; j < ARM_G; j++)
+		for (int j = 0; j < ARM_B_G; j++)
 			ss[j] = dot[j] = 0.0f;
 		for (uint32_t d = threadIdx.x; d < D; d += blockDim.x) {
 			float qd = query[d], nd = norm_w[d];
 
 #pragma unroll
-			for (uint32_t j = 0; j < ARM_G; j++)
+			for (uint32_t j = 0; j < ARM_B_G; j++)
 				if (j < ng) {
 					float x = src0[(i0 + j) * src_stride + t * D + d];
 
@@ -136,14 +138,14 @@ HACCEL_K void haccel_attn_res_mix(float *h, const float *src0, uint64_t src_stri
 		}
 		/* block_sum (kutil.cuh) of each, in one round */
 #pragma unroll
-		for (int j = 0; j < ARM_G; j++) {
+		for (int j = 0; j < ARM_B_G; j++) {
 			ss[j] = warp_sum(ss[j]);
 			dot[j] = warp_sum(dot[j]);
 		}
 		__syncthreads();
 		if (lane == 0)
 #pragma unroll
-			for (int j = 0; j < ARM_G; j++) {
+			for (int j = 0; j < ARM_B_G; j++) {
 				sh[(2 * j) * 32 + w] = ss[j];
 				sh[(2 * j + 1) * 32 + w] = dot[j];
 			}
@@ -174,6 +176,144 @@ HACCEL_K void haccel_attn_res_mix(float *h, const float *src0, uint64_t src_stri
 		h[t * D + d] = acc;
 	}
 }
+
+/*
+ * Attention-residual mix on a cluster of S blocks per token
+ * (haccel_attn_res_mix8, S = 8; ops_common.c uses it for a few tokens),
+ * block (t, s) on the dims [s dsl, (s + 1) dsl) of D (dsl = ceil(D / S)), in
+ * tiles of ARM_THREADS dims, a dim per thread. (1) Each thread loads its
+ * dim of every source at once (n_src <= 64 loads in flight), and the
+ * block sums x^2 and q x w per source over its dims (warp sums, 8 sources'
+ * interleaved, then the warps in order) into its shared memory. (2) After a cluster barrier
+ * every block adds the ARM_S partials in rank order, so all of them get
+ * the same logits, and one warp forms the softmax. (3) The weighted sum of
+ * the raw sources over the block's dims, from the values still in
+ * registers when the slice is one tile (D <= S * ARM_THREADS), else
+ * read again.
+ */
+#define ARM_THREADS 256
+#define ARM_MAX_SRC 64
+#define ARM_G 8
+
+template <uint32_t ARM_S>
+__device__ __forceinline__ void arm_cluster(float *h, const float *src0, uint64_t src_stride,
+					    uint32_t n_src, const float *query,
+					    const float *norm_w, uint32_t D, float eps)
+{
+	__shared__ float part[2 * ARM_MAX_SRC], tot[2 * ARM_MAX_SRC], a[ARM_MAX_SRC];
+	__shared__ float wsh[ARM_THREADS / 32][2 * ARM_MAX_SRC];
+	cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+	uint32_t lane = threadIdx.x & 31, w = threadIdx.x >> 5, tid = threadIdx.x;
+	uint32_t dsl = (D + ARM_S - 1) / ARM_S, d0 = blockIdx.y * dsl;
+	uint32_t d1 = d0 + dsl < D ? d0 + dsl : D, ntile = (dsl + ARM_THREADS - 1) / ARM_THREADS;
+	const float *base = src0 + (size_t)blockIdx.x * D;
+	float x[ARM_MAX_SRC];
+
+	for (uint32_t tile = 0; tile < ntile; tile++) {
+		uint32_t d = d0 + tile * ARM_THREADS + tid;
+		bool ok = d < d1;
+		float qd = ok ? query[d] : 0.0f, nd = ok ? norm_w[d] : 0.0f;
+
+#pragma unroll
+		for (uint32_t j = 0; j < ARM_MAX_SRC; j++)
+			x[j] = ok && j < n_src ? base[j * src_stride + d] : 0.0f;
+		/* Warp sums of 8 sources at a time, their 16 butterflies
+		 * interleaved (zeros past n_src). */
+#pragma unroll
+		for (uint32_t j0 = 0; j0 < ARM_MAX_SRC; j0 += ARM_G)
+			if (j0 < n_src) {
+				float v[2 * ARM_G];
+
+#pragma unroll
+				for (uint32_t j = 0; j < ARM_G; j++) {
+					v[2 * j] = x[j0 + j] * x[j0 + j];
+					v[2 * j + 1] = qd * x[j0 + j] * nd;
+				}
+#pragma unroll
+				for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+					for (uint32_t i = 0; i < 2 * ARM_G; i++)
+						v[i] += __shfl_xor_sync(0xffffffffu, v[i], o);
+				if (lane < 2 * ARM_G)
+#pragma unroll
+					for (uint32_t i = 0; i < 2 * ARM_G; i++)
+						if (i == lane)
+							wsh[w][2 * j0 + i] = v[i];
+			}
+		__syncthreads();
+		if (tid < 2 * n_src) {
+			float v = 0.0f;
+
+			for (uint32_t k = 0; k < ARM_THREADS / 32; k++)
+				v += wsh[k][tid];
+			part[tid] = tile ? part[tid] + v : v;
+		}
+		__syncthreads();
+	}
+	cl.sync();
+	if (tid < 2 * n_src) {
+		float v = 0.0f;
+
+		float pr[ARM_S];
+
+		/* the loads first, then the sum in rank order */
+#pragma unroll
+		for (uint32_t r = 0; r < ARM_S; r++)
+			pr[r] = cl.map_shared_rank(part, r)[tid];
+#pragma unroll
+		for (uint32_t r = 0; r < ARM_S; r++)
+			v += pr[r];
+		tot[tid] = v;
+	}
+	/* Every block has read every block's partials (none exits early). */
+	cl.sync();
+	if (w == 0) {
+		float l0 = -INFINITY, l1 = -INFINITY, e0 = 0.0f, e1 = 0.0f;
+
+		if (lane < n_src)
+			l0 = tot[2 * lane + 1] * rsqrtf(tot[2 * lane] / (float)D + eps);
+		if (lane + 32 < n_src)
+			l1 = tot[2 * lane + 65] * rsqrtf(tot[2 * lane + 64] / (float)D + eps);
+		float mx = warp_max(fmaxf(l0, l1));
+		if (lane < n_src)
+			e0 = expf(l0 - mx);
+		if (lane + 32 < n_src)
+			e1 = expf(l1 - mx);
+		float sum = warp_sum(e0 + e1);
+		if (lane < n_src)
+			a[lane] = e0 / sum;
+		if (lane + 32 < n_src)
+			a[lane + 32] = e1 / sum;
+	}
+	__syncthreads();
+	for (uint32_t tile = 0; tile < ntile; tile++) {
+		uint32_t d = d0 + tile * ARM_THREADS + tid;
+		float acc = 0.0f;
+
+		if (d >= d1)
+			continue;
+		if (ntile > 1)
+#pragma unroll
+			for (uint32_t j = 0; j < ARM_MAX_SRC; j++)
+				x[j] = j < n_src ? base[j * src_stride + d] : 0.0f;
+#pragma unroll
+		for (uint32_t j = 0; j < ARM_MAX_SRC; j++)
+			if (j < n_src)
+				acc += a[j] * x[j];
+		h[(size_t)blockIdx.x * D + d] = acc;
+	}
+}
+
+#define ARM_KERNEL(S)                                                                        \
+	HACCEL_K void __cluster_dims__(1, S, 1) __launch_bounds__(ARM_THREADS)               \
+		haccel_attn_res_mix##S(float *h, const float *src0, uint64_t src_stride,      \
+				       uint32_t n_src, const float *query, const float *norm_w, \
+				       uint32_t T, uint32_t D, float eps)                       \
+	{                                                                                    \
+		(void)T;                                                                     \
+		arm_cluster<S>(h, src0, src_stride, n_src, query, norm_w, D, eps);          \
+	}
+ARM_KERNEL(8)
 
 HACCEL_K void haccel_add(float *y, const float *a, const float *b, uint64_t n)
 {
