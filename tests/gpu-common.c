@@ -233,35 +233,46 @@ static uint16_t *to_bf16(float *x, size_t n)
 }
 
 /*
- * cuBLASLt linear layers against the CPU matmul on bf16-exact inputs (only
- * the order of the fp32 sums differs): |err| <= 1e-5 * sum_k |x_k w_k|,
- * checked as 2e-4 absolute on values of order 1 plus 1e-4 relative.
+ * cuBLASLt linear layers against the CPU matmul on bf16-exact inputs (only the
+ * order of the fp32 sums differs): |err| <= 1e-5 * sum_k |x_k w_k|,
+ * checked as 2e-4 absolute on values of order 1 plus 1e-4 relative:
+ * decode-sized (1 to 64 rows) and prefill-sized shapes, N and K of no
+ * particular alignment, x rows strided (the pad column) as well as packed;
+ * each shape without and with bias.
  */
 static void test_linear(void)
 {
 	struct haccel__gpu *g = gpu_open();
-	const uint32_t shapes[][3] = { { 1, 256, 128 }, { 7, 1000, 96 }, { 64, 4096, 4096 },
-				       { 300, 160, 2048 } };
+	const uint32_t shapes[][4] = { { 1, 256, 128, 0 },   { 7, 1000, 96, 0 },
+				       { 64, 4096, 4096, 0 }, { 300, 160, 2048, 0 },
+				       { 64, 5632, 2048, 8 }, { 3, 2050, 5632, 0 },
+				       { 17, 200, 40, 0 },    { 33, 300, 2080, 24 } };
 
 	for (unsigned int i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
-		uint32_t T = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+		uint32_t T = shapes[i][0], N = shapes[i][1], K = shapes[i][2], ld = K + shapes[i][3];
 		float *x = rnd((size_t)T * K, -1, 1), *w = rnd((size_t)N * K, -1, 1);
 		float *bias = rnd(N, -1, 1);
 		float *want = malloc((size_t)T * N * 4), *got = malloc((size_t)T * N * 4);
 		uint16_t *xb = to_bf16(x, (size_t)T * K), *wb = to_bf16(w, (size_t)N * K);
-		haccel__dptr dx = gpu_up(xb, (size_t)T * K * 2), dw = gpu_up(wb, (size_t)N * K * 2);
+		uint16_t *xs = calloc((size_t)T * ld, 2);
+
+		KTAP_ASSERT(xs != NULL);
+		for (uint32_t t = 0; t < T; t++)
+			memcpy(xs + (size_t)t * ld, xb + (size_t)t * K, (size_t)K * 2);
+		haccel__dptr dx = gpu_up(xs, (size_t)T * ld * 2), dw = gpu_up(wb, (size_t)N * K * 2);
 		haccel__dptr dbias = gpu_up(bias, N * 4), dy = gpu_alloc((size_t)T * N * 4);
 		double atol = 1e-5 * sqrt((double)K) * 4;
 
+		ktap_diag("linear: %u x %u x %u, x rows of %u", T, N, K, ld);
 		haccel__cpu_matmul(want, x, w, NULL, T, N, K);
-		KTAP_ASSERT_EQ(haccel__cuda_linear(g, NULL, dy, dx, K, dw, 0, T, N, K), 0);
+		KTAP_ASSERT_EQ(haccel__cuda_linear(g, NULL, dy, dx, ld, dw, 0, T, N, K), 0);
 		gpu_down(got, dy, (size_t)T * N * 4);
 		KTAP_EXPECT(gpu_close_enough("linear", got, want, (size_t)T * N, atol, 1e-4));
 		haccel__cpu_matmul(want, x, w, bias, T, N, K);
-		KTAP_ASSERT_EQ(haccel__cuda_linear(g, NULL, dy, dx, K, dw, dbias, T, N, K), 0);
+		KTAP_ASSERT_EQ(haccel__cuda_linear(g, NULL, dy, dx, ld, dw, dbias, T, N, K), 0);
 		gpu_down(got, dy, (size_t)T * N * 4);
 		KTAP_EXPECT(gpu_close_enough("linear+bias", got, want, (size_t)T * N, atol, 1e-4));
-		free(x), free(w), free(bias), free(want), free(got), free(xb), free(wb);
+		free(x), free(w), free(bias), free(want), free(got), free(xb), free(wb), free(xs);
 	}
 	gpu_close();
 }
