@@ -83,11 +83,12 @@ int haccel__cuda_index_k_write(struct haccel__gpu *g, void *stream, haccel__dptr
 /* ------------------------------------------------------------------------ */
 /* Indexer                                                                  */
 
-#define IX_SCORE_BLOCKS_SM 3 /* haccel_dsa_ix_score blocks an SM (its launch bounds) */
+#define IX_SCORE_BLOCKS_SM 4 /* haccel_dsa_ix_score blocks an SM (its launch bounds) */
+#define IX_STAGES 2          /* its slab buffers a warp (dsa.cu: DSA_IX_STAGES) */
 #define IX_MAX_HEADS 128
 #define IX_MAX_POS 0x7fffff00u /* max_pos below this: positions < 2^31 */
-#define IX_MAX_TOPK 4096    /* the sort buffer holds at least this */
-#define IX_SORT_CAP 16384   /* entries of the top-k kernel's sort buffer */
+#define IX_MAX_TOPK 4096    /* the gather buffers hold at least this */
+#define IX_SORT_CAP 16384   /* entries of the top-k kernel's gather buffers */
 #define IX_KEYS (1u << 24)  /* key words of scratch before tokens are grouped */
 #define IX_GROUP 256        /* tokens a group at most */
 /* A token's prepared queries at IH = 128 (dsa.cu: dsa_ix_qbytes) */
@@ -128,8 +129,10 @@ static uint32_t ix_group(uint32_t T, uint64_t stride)
  * waves of IX_SCORE_BLOCKS_SM blocks an SM. It minimizes waves * (chunk +
  * 128), a block's start costing about one more round of slabs, over chunk
  * = 128 .. 16384 (or up to the first that keeps a token's chunks <=
- * 65535). On an H200 at 64K positions: 256 for one token, 1792 for 32
- * (1184 blocks, 2.99 waves of 396) where 1024 gave 5.17 waves.
+ * 65535). At 64K positions on an H200 (4 blocks on each of 132 SMs: 528
+ * slots): 128 for one token, 4096 for 32 (512 blocks, one wave). With
+ * three blocks an SM it gave 5504 (384 blocks) where a fixed 1024 made
+ * 2048 blocks, 5.17 waves: the scoring kernel 92.6 against 101.3 µs.
  */
 static uint32_t ix_chunk(uint32_t T, uint64_t N, int sms)
 {
@@ -168,9 +171,9 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
 	uint32_t NT = (IH + 7) / 8, stride = (uint32_t)stride64;
 	uint32_t tg = T ? ix_group(T, stride64) : 1;
 	uint64_t qbytes = IX_QBYTES(NT), cap = 1;
-	/* queries, then per warp 32 key words, 3 slabs of 32 records and 3
-	 * mbarriers (dsa.cu, haccel_dsa_ix_score) */
-	uint32_t smem_s = (uint32_t)qbytes + 4 * (128 + 3 * 32 * 132 + 3 * 8);
+	/* queries, then per warp 32 key words, IX_STAGES slabs of 32 records
+	 * and as many mbarriers (dsa.cu, haccel_dsa_ix_score) */
+	uint32_t smem_s = (uint32_t)qbytes + 4 * (128 + IX_STAGES * (32 * 132 + 8));
 	/* How slabs are copied (dsa.cu: DSA_IX_CP4, _CP16, _BULK): one bulk
 	 * copy when a slab of 32 records lies in one page, else 16-byte
 	 * copies of 4 records, else 4-byte copies. */
@@ -181,8 +184,8 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
 	if (!IH || IH > IX_MAX_HEADS || !topk || topk > IX_MAX_TOPK || !page_tokens ||
 	    max_pos >= IX_MAX_POS || !scratch || region % 4)
 		return -EINVAL;
-	/* The sort buffer: a power of two, no smaller than topk, no larger
-	 * than a row needs (or IX_SORT_CAP). */
+	/* The gather buffers (keys and positions): a power of two, no
+	 * smaller than topk, no larger than a row needs (or IX_SORT_CAP). */
 	while (cap < topk || (cap < IX_SORT_CAP && cap < (uint64_t)max_pos + 1))
 		cap <<= 1;
 	uint32_t cap32 = (uint32_t)cap, smem_t = cap32 * 8 + (2048 + 32) * 4 + 272;
