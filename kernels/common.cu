@@ -178,27 +178,27 @@ HACCEL_K void haccel_attn_res_mix(float *h, const float *src0, uint64_t src_stri
 }
 
 /*
- * Attention-residual mix on a cluster of S blocks per token
- * (haccel_attn_res_mix8, S = 8; ops_common.c uses it for a few tokens),
- * block (t, s) on the dims [s dsl, (s + 1) dsl) of D (dsl = ceil(D / S)), in
- * tiles of ARM_THREADS dims, a dim per thread. (1) Each thread loads its
- * dim of every source at once (n_src <= 64 loads in flight), and the
- * block sums x^2 and q x w per source over its dims (warp sums, 8 sources'
- * interleaved, then the warps in order) into its shared memory. (2) After a cluster barrier
+ * Attention-residual mix on a cluster of ARM_S = 8 blocks per token
+ * (ops_common.c uses it for a few tokens), block (t, s) on the dims [s
+ * dsl, (s + 1) dsl) of D (dsl = ceil(D / ARM_S)), in tiles of ARM_THREADS
+ * dims, a dim per thread. (1) Each thread loads its dim of every source
+ * at once (n_src <= 64 loads in flight), and the block sums x^2 and q x w
+ * per source over its dims (warp sums, 8 sources' interleaved, then the
+ * warps in order) into its shared memory. (2) After a cluster barrier
  * every block adds the ARM_S partials in rank order, so all of them get
  * the same logits, and one warp forms the softmax. (3) The weighted sum of
  * the raw sources over the block's dims, from the values still in
- * registers when the slice is one tile (D <= S * ARM_THREADS), else
+ * registers when the slice is one tile (D <= ARM_S * ARM_THREADS), else
  * read again.
  */
+#define ARM_S 8
 #define ARM_THREADS 256
 #define ARM_MAX_SRC 64
 #define ARM_G 8
 
-template <uint32_t ARM_S>
-__device__ __forceinline__ void arm_cluster(float *h, const float *src0, uint64_t src_stride,
-					    uint32_t n_src, const float *query,
-					    const float *norm_w, uint32_t D, float eps)
+HACCEL_K void __cluster_dims__(1, ARM_S, 1) __launch_bounds__(ARM_THREADS)
+haccel_attn_res_mix8(float *h, const float *src0, uint64_t src_stride, uint32_t n_src,
+		     const float *query, const float *norm_w, uint32_t T, uint32_t D, float eps)
 {
 	__shared__ float part[2 * ARM_MAX_SRC], tot[2 * ARM_MAX_SRC], a[ARM_MAX_SRC];
 	__shared__ float wsh[ARM_THREADS / 32][2 * ARM_MAX_SRC];
@@ -209,6 +209,7 @@ __device__ __forceinline__ void arm_cluster(float *h, const float *src0, uint64_
 	const float *base = src0 + (size_t)blockIdx.x * D;
 	float x[ARM_MAX_SRC];
 
+	(void)T;
 	for (uint32_t tile = 0; tile < ntile; tile++) {
 		uint32_t d = d0 + tile * ARM_THREADS + tid;
 		bool ok = d < d1;
@@ -304,16 +305,6 @@ __device__ __forceinline__ void arm_cluster(float *h, const float *src0, uint64_
 	}
 }
 
-#define ARM_KERNEL(S)                                                                        \
-	HACCEL_K void __cluster_dims__(1, S, 1) __launch_bounds__(ARM_THREADS)               \
-		haccel_attn_res_mix##S(float *h, const float *src0, uint64_t src_stride,      \
-				       uint32_t n_src, const float *query, const float *norm_w, \
-				       uint32_t T, uint32_t D, float eps)                       \
-	{                                                                                    \
-		(void)T;                                                                     \
-		arm_cluster<S>(h, src0, src_stride, n_src, query, norm_w, D, eps);          \
-	}
-ARM_KERNEL(8)
 
 HACCEL_K void haccel_add(float *y, const float *a, const float *b, uint64_t n)
 {

@@ -1333,6 +1333,24 @@ __device__ __forceinline__ void dsa_mla_softmax(uint8_t *P, float *m_run, float 
 }
 
 /*
+ * The largest scale exponent of each latent tile of a tile's records:
+ * thread tid holds e, that of record tid % 64 in latent tile tid / 64
+ * (-1000 for none); enew[tau] = max(eref[tau], the tile's largest), the
+ * same in every thread. emax_w: a word a warp. Every thread calls it (a
+ * barrier).
+ */
+__device__ __forceinline__ void dsa_mla_tile_emax(int e, int *emax_w, const int *eref, int *enew)
+{
+	e = dsa_warp_max_i(e);
+	if ((threadIdx.x & 31) == 0)
+		emax_w[threadIdx.x >> 5] = e;
+	__syncthreads();
+#pragma unroll
+	for (int tau = 0; tau < 4; tau++)
+		enew[tau] = dsa_maxi(eref[tau], dsa_maxi(emax_w[2 * tau], emax_w[2 * tau + 1]));
+}
+
+/*
  * The split's slots: record j (j < nrec) of its selection st, through the
  * block table bt (a -1 position, past n_sel, is never read).
  */
@@ -1534,15 +1552,8 @@ __device__ __forceinline__ void dsa_mla(float *o_lat, float *part, const float *
 			uint32_t j = tid & 63, tau = tid >> 6;
 			int e = dsa_scale_bits_exp(dsa_ld32(at + j * ax + 4 * tau));
 
-			e = dsa_warp_max_i(j < nh ? e : -1000);
-			if (lane == 0)
-				emax_w[warp] = e;
+			dsa_mla_tile_emax(j < nh ? e : -1000, emax_w, eref, enew);
 		}
-		__syncthreads();
-#pragma unroll
-		for (int tau = 0; tau < 4; tau++)
-			enew[tau] = dsa_maxi(eref[tau],
-					     dsa_maxi(emax_w[2 * tau], emax_w[2 * tau + 1]));
 
 		/* (2) the latent codes to fp16 */
 		dsa_mla_convert(vh, lat, 512, at, ax, nh, enew);
@@ -1840,15 +1851,8 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 
 			if (j < nh)
 				e_own = dsa_scale_bits_exp(dsa_ld32(rt + j * rec + 512 + 4 * tau));
-			int e = dsa_warp_max_i(e_own);
-			if (lane == 0)
-				emax_w[warp] = e;
 		}
-		__syncthreads();
-#pragma unroll
-		for (int tau = 0; tau < 4; tau++)
-			enew[tau] = dsa_maxi(eref[tau],
-					     dsa_maxi(emax_w[2 * tau], emax_w[2 * tau + 1]));
+		dsa_mla_tile_emax(e_own, emax_w, eref, enew);
 		fac[tid] = (uint16_t)dsa_h2pow2(15 + e_own - dsa_pick4(enew, tid >> 6));
 
 		/* (2) this warp's partial of S: records [32 rg, +32), latent
