@@ -6,13 +6,15 @@
  * reductions (a different order from the CPU's, hence the tolerances of
  * tests/gpu-common.c).
  */
+#include "format.cuh"
 
-/* One block per row. */
-HACCEL_K void haccel_rmsnorm(float *y, const float *x, const float *w, uint32_t D, float eps)
+/* One block per row: the row's y = x r w (w absent: 1) to put(d, y). */
+template <typename F>
+__device__ __forceinline__ void rmsnorm_row(const float *x, const float *w, uint32_t D, float eps,
+					    F put)
 {
 	__shared__ float sh[32];
 	const float *xr = x + (size_t)blockIdx.x * D;
-	float *yr = y + (size_t)blockIdx.x * D;
 	float ss = 0.0f;
 
 	for (uint32_t d = threadIdx.x; d < D; d += blockDim.x)
@@ -20,7 +22,24 @@ HACCEL_K void haccel_rmsnorm(float *y, const float *x, const float *w, uint32_t 
 	ss = block_sum(ss, sh);
 	float r = rsqrtf(ss / (float)D + eps);
 	for (uint32_t d = threadIdx.x; d < D; d += blockDim.x)
-		yr[d] = xr[d] * r * (w ? w[d] : 1.0f);
+		put(d, xr[d] * r * (w ? w[d] : 1.0f));
+}
+
+HACCEL_K void haccel_rmsnorm(float *y, const float *x, const float *w, uint32_t D, float eps)
+{
+	float *yr = y + (size_t)blockIdx.x * D;
+
+	rmsnorm_row(x, w, D, eps, [&](uint32_t d, float v) { yr[d] = v; });
+}
+
+/* The same norm, rounded to bf16 as haccel_to_bf16 rounds (the input of
+ * a layer's GEMMs, with no fp32 copy written). */
+HACCEL_K void haccel_rmsnorm_bf16(uint16_t *y, const float *x, const float *w, uint32_t D,
+				  float eps)
+{
+	uint16_t *yr = y + (size_t)blockIdx.x * D;
+
+	rmsnorm_row(x, w, D, eps, [&](uint32_t d, float v) { yr[d] = hac_bf16_from_float(v); });
 }
 
 HACCEL_K void haccel_layernorm(float *y, const float *x, const float *w, const float *b,

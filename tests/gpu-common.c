@@ -44,6 +44,34 @@ static void test_norms(void)
 		KTAP_ASSERT_EQ(haccel__cuda_rmsnorm(g, NULL, dy, dx, 0, T, D, 1e-6f), 0);
 		gpu_down(got, dy, (size_t)T * D * 4);
 		KTAP_EXPECT(gpu_close_enough("rmsnorm w=1", got, want, (size_t)T * D, 1e-6, 1e-5));
+		/* Fused with the bf16 rounding: the bits of rmsnorm then
+		 * to_bf16 on the GPU, and the CPU's norm rounded within 1e-5
+		 * relative plus one bf16 step. */
+		{
+			size_t n = (size_t)T * D;
+			uint16_t *gb = malloc(n * 2), *fb = malloc(n * 2);
+			haccel__dptr dyb = gpu_alloc(n * 2), dref = gpu_alloc(n * 2);
+			uint32_t bad = 0;
+
+			KTAP_ASSERT(gb && fb);
+			haccel__cpu_rmsnorm(want, x, w, T, D, 1e-6f);
+			KTAP_ASSERT_EQ(haccel__cuda_rmsnorm(g, NULL, dy, dx, dw, T, D, 1e-6f), 0);
+			KTAP_ASSERT_EQ(haccel__cuda_to_bf16(g, NULL, dref, dy, n), 0);
+			KTAP_ASSERT_EQ(haccel__cuda_rmsnorm_bf16(g, NULL, dyb, dx, dw, T, D, 1e-6f), 0);
+			gpu_down(gb, dref, n * 2);
+			gpu_down(fb, dyb, n * 2);
+			KTAP_EXPECT(memcmp(gb, fb, n * 2) == 0);
+			for (size_t k = 0; k < n; k++) {
+				float v = haccel__bf16_to_float(fb[k]);
+
+				if (fabsf(v - want[k]) > 1e-5f * fabsf(want[k]) + 0x1p-8f * fabsf(want[k]))
+					bad++;
+			}
+			if (bad)
+				ktap_diag("rmsnorm_bf16 D %u: %u values off the CPU's", D, bad);
+			KTAP_EXPECT(bad == 0);
+			free(gb), free(fb);
+		}
 		haccel__cpu_layernorm(want, x, w, b, T, D, 1e-6f);
 		KTAP_ASSERT_EQ(haccel__cuda_layernorm(g, NULL, dy, dx, dw, db, T, D, 1e-6f), 0);
 		gpu_down(got, dy, (size_t)T * D * 4);

@@ -27,7 +27,7 @@ static struct trace_summary one(const struct trace_kernel *k, size_t n, uint64_t
 /* [100,200) and [150,300): busy 200, span 200, no gap. */
 static void t_overlapping(void)
 {
-	const struct trace_kernel k[] = { { 100, 200, "a" }, { 150, 300, "b" } };
+	const struct trace_kernel k[] = { { 100, 200, "a", 0 }, { 150, 300, "b", 0 } };
 	struct trace_summary s = one(k, N(k), 0, 1000);
 
 	KTAP_EXPECT_EQ(s.steps, 1);
@@ -54,7 +54,7 @@ static void t_overlapping(void)
 static void t_nested(void)
 {
 	const struct trace_kernel k[] = {
-		{ 0, 1000, "outer" }, { 100, 200, "in" }, { 300, 900, "in" }, { 1100, 1200, "after" },
+		{ 0, 1000, "outer", 0 }, { 100, 200, "in", 0 }, { 300, 900, "in", 0 }, { 1100, 1200, "after", 0 },
 	};
 	struct trace_summary s = one(k, N(k), 0, 5000);
 
@@ -77,7 +77,7 @@ static void t_nested(void)
 static void t_touching(void)
 {
 	const struct trace_kernel k[] = {
-		{ 10, 20, "x" }, { 20, 30, "x" }, { 30, 40, "x" }, { 90, 100, "x" },
+		{ 10, 20, "x", 0 }, { 20, 30, "x", 0 }, { 30, 40, "x", 0 }, { 90, 100, "x", 0 },
 	};
 	struct trace_summary s = one(k, N(k), 10, 100);
 
@@ -95,8 +95,8 @@ static void t_touching(void)
 static void t_straddling(void)
 {
 	const struct trace_kernel k[] = {
-		{ 50, 130, "left" }, { 150, 160, "mid" }, { 180, 260, "right" },
-		{ 60, 100, "before" }, { 200, 220, "next" },
+		{ 50, 130, "left", 0 }, { 150, 160, "mid", 0 }, { 180, 260, "right", 0 },
+		{ 60, 100, "before", 0 }, { 200, 220, "next", 0 },
 	};
 	struct trace_summary s = one(k, N(k), 100, 200);
 
@@ -117,7 +117,7 @@ static void t_straddling(void)
 /* Windows without kernels are counted apart and change no figure. */
 static void t_empty(void)
 {
-	const struct trace_kernel k[] = { { 10, 20, "a" }, { 40, 50, "a" } };
+	const struct trace_kernel k[] = { { 10, 20, "a", 0 }, { 40, 50, "a", 0 } };
 	const uint64_t ws[] = { 0, 100, 300, 500 }, we[] = { 100, 200, 300, 400 };
 	struct trace_summary s;
 
@@ -148,9 +148,9 @@ static void t_empty(void)
 static void t_unsorted(void)
 {
 	struct trace_kernel k[] = {
-		{ 2250, 2300, "g" }, { 1000, 1100, "g" }, { 30, 60, "h" }, { 2000, 2100, "h" },
-		{ 1200, 1300, "g" }, { 0, 10, "g" }, { 1000, 1050, "h" }, { 90, 100, "g" },
-		{ 2100, 2200, "h" },
+		{ 2250, 2300, "g", 0 }, { 1000, 1100, "g", 0 }, { 30, 60, "h", 0 }, { 2000, 2100, "h", 0 },
+		{ 1200, 1300, "g", 0 }, { 0, 10, "g", 0 }, { 1000, 1050, "h", 0 }, { 90, 100, "g", 0 },
+		{ 2100, 2200, "h", 0 },
 	};
 	const uint64_t ws[] = { 2000, 0, 1000 }, we[] = { 3000, 1000, 2000 };
 	struct trace_kernel copy[N(k)];
@@ -183,7 +183,7 @@ static void t_unsorted(void)
 static void t_even_median(void)
 {
 	const struct trace_kernel k[] = {
-		{ 0, 10, "a" }, { 100, 130, "a" }, { 200, 200, "z" }, { 200, 210, "a" },
+		{ 0, 10, "a", 0 }, { 100, 130, "a", 0 }, { 200, 200, "z", 0 }, { 200, 210, "a", 0 },
 	};
 	const uint64_t ws[] = { 0, 100, 200 }, we[] = { 100, 200, 300 };
 	struct trace_summary s;
@@ -214,9 +214,9 @@ static void t_top(void)
 	for (int i = 0; i < 20; i++) {
 		snprintf(names[i], sizeof(names[i]), "k%02d", i);
 		/* Two records of each name, the second from its own copy. */
-		k[2 * i] = (struct trace_kernel){ t, t + 10 * (uint64_t)(i + 1), names[i] };
+		k[2 * i] = (struct trace_kernel){ t, t + 10 * (uint64_t)(i + 1), names[i], 0 };
 		t += 1000;
-		k[2 * i + 1] = (struct trace_kernel){ t, t + 1, i % 2 ? strdup(names[i]) : names[i] };
+		k[2 * i + 1] = (struct trace_kernel){ t, t + 1, i % 2 ? strdup(names[i]) : names[i], 0 };
 		t += 1000;
 	}
 	KTAP_ASSERT_EQ(trace_gaps(k, N(k), &ws, &we, 1, &s), 0);
@@ -229,6 +229,58 @@ static void t_top(void)
 	}
 	for (int i = 1; i < 20; i += 2)
 		free((void *)k[2 * i + 1].name);
+}
+
+/*
+ * Copies and memsets: busy only between the window's first kernel start
+ * and last kernel end (the step's input copy before its kernels and the
+ * tail of its output copy after them are no part of the span); a copy
+ * with no kernel in its window leaves the window empty.
+ */
+static void t_copies(void)
+{
+	const struct trace_kernel k[] = {
+		{ 100, 200, "a", 0 },     { 300, 400, "a", 0 },   { 50, 80, "(copy)", 1 },
+		{ 220, 250, "(copy)", 1 }, { 380, 500, "(copy)", 1 }, { 2000, 2100, "(copy)", 1 },
+	};
+	uint64_t ws[2] = { 0, 1500 }, we[2] = { 1000, 3000 };
+	struct trace_summary s;
+
+	KTAP_ASSERT_EQ(trace_gaps(k, N(k), ws, we, 2, &s), 0);
+	KTAP_EXPECT_EQ(s.steps, 1);
+	KTAP_EXPECT_EQ(s.empty, 1);
+	EXPECT_NS(s.span_ns, 300);
+	/* [100, 200) + [220, 250) + [300, 400): the last copy's [380, 400)
+	 * lies inside a kernel. */
+	EXPECT_NS(s.busy_ns, 230);
+	EXPECT_NS(s.gap_ns, 70);
+	EXPECT_NS(s.kernels, 4);
+	KTAP_ASSERT_EQ(s.ntop, 2);
+	KTAP_EXPECT(!strcmp(s.top[0].name, "a"));
+	KTAP_EXPECT_EQ(s.top[0].ns, 200);
+	KTAP_EXPECT(!strcmp(s.top[1].name, "(copy)"));
+	KTAP_EXPECT_EQ(s.top[1].ns, 50);
+	KTAP_EXPECT_EQ(s.top[1].count, 2);
+}
+
+/* Idle time by the pair of names around it: a -> b twice (10 + 5), b -> a
+ * once (20), most first; overlapping kernels leave no gap. */
+static void t_gap_pairs(void)
+{
+	const struct trace_kernel k[] = {
+		{ 0, 10, "a", 0 }, { 20, 30, "b", 0 }, { 50, 60, "a", 0 },
+		{ 55, 58, "c", 0 }, { 65, 70, "b", 0 },
+	};
+	struct trace_summary s = one(k, N(k), 0, 100);
+
+	EXPECT_NS(s.gap_ns, 35);
+	KTAP_ASSERT_EQ(s.ngaps, 2);
+	KTAP_EXPECT(!strcmp(s.gaps[0].before, "b") && !strcmp(s.gaps[0].after, "a"));
+	KTAP_EXPECT_EQ(s.gaps[0].ns, 20);
+	KTAP_EXPECT_EQ(s.gaps[0].count, 1);
+	KTAP_EXPECT(!strcmp(s.gaps[1].before, "a") && !strcmp(s.gaps[1].after, "b"));
+	KTAP_EXPECT_EQ(s.gaps[1].ns, 15);
+	KTAP_EXPECT_EQ(s.gaps[1].count, 2);
 }
 
 /* The stubs of a build without CUPTI, or a load that names what failed. */
@@ -266,6 +318,8 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_unsorted),
 	KTAP_CASE(t_even_median),
 	KTAP_CASE(t_top),
+	KTAP_CASE(t_copies),
+	KTAP_CASE(t_gap_pairs),
 	KTAP_CASE(t_load_error),
 };
 

@@ -678,7 +678,7 @@ static int trace_decode(struct haccel_model *m, struct haccel_step_item *it, con
 	if (s.empty)
 		tool_err("decode: --trace: warning: %zu of %u steps had no kernel recorded", s.empty, steps);
 	double hstep = bench_median(host, steps);
-	fprintf(tbl, "trace batch %u: step span %.3f ms, kernels busy %.3f ms, gaps %.3f ms (%.1f%% of the span), %g kernels a step; host step %.3f ms\n",
+	fprintf(tbl, "trace batch %u: step span %.3f ms, kernels busy %.3f ms, gaps %.3f ms (%.1f%% of the span), %g kernels and copies a step; host step %.3f ms\n",
 		B, s.span_ns / 1e6, s.busy_ns / 1e6, s.gap_ns / 1e6, 100 * s.gap_fraction, s.kernels,
 		hstep / 1e6);
 	fprintf(tbl, "  %-60s %9s %10s %9s\n", "kernel (top by time)", "ms/step", "count/step",
@@ -696,6 +696,20 @@ static int trace_decode(struct haccel_model *m, struct haccel_step_item *it, con
 		json_object_set_new(e, "count_per_step", json_real(t->count * per));
 		json_array_append_new(top, e);
 	}
+	json_t *jg = json_array();
+	for (size_t i = 0; i < s.ngaps; i++) {
+		const struct trace_gap *gp = &s.gaps[i];
+		json_t *e = json_object();
+
+		fprintf(tbl, "  gap after %.40s before %.40s: %.3f ms/step (%.1f a step)\n",
+			gp->before, gp->after, gp->ns * per / 1e6, gp->count * per);
+		json_object_set_new(e, "before", json_string(gp->before));
+		json_object_set_new(e, "after", json_string(gp->after));
+		json_object_set_new(e, "seconds_per_step", json_real(gp->ns * per / 1e9));
+		json_object_set_new(e, "count_per_step", json_real(gp->count * per));
+		json_array_append_new(jg, e);
+	}
+	json_object_set_new(jt, "gaps", jg);
 	json_object_set_new(jt, "steps", json_integer((json_int_t)s.steps));
 	json_object_set_new(jt, "span_s", json_real(s.span_ns / 1e9));
 	json_object_set_new(jt, "busy_s", json_real(s.busy_ns / 1e9));
@@ -732,13 +746,14 @@ static void dusage(FILE *f, const char *what)
 		"--batch 2048 --context 8192.\n"
 		"\n"
 		"decode --trace: after the timed steps of each batch, as many more with\n"
-		"CUPTI recording every kernel (those replayed from CUDA graphs too); per\n"
-		"batch, the median step span (first kernel start to last kernel end),\n"
-		"the time kernels ran (their union: overlapping ones count once), the\n"
-		"gaps between kernels (span - busy) as a fraction of the span, kernels a\n"
-		"step, and the top 15 kernels by time. Needs libcupti at run time\n"
-		"(libcupti.so.13, or the path in HACCEL_CUPTI_LIB) and a build with\n"
-		"CUPTI's headers.\n",
+		"CUPTI recording every kernel, copy and memset (those replayed from CUDA\n"
+		"graphs too; copies and memsets count as kernels named in parentheses);\n"
+		"per batch, the median step span (first kernel start to last kernel\n"
+		"end), the time they ran (their union: overlapping ones count once),\n"
+		"the gaps between kernels (span - busy) as a fraction of the span,\n"
+		"records a step, the top 15 by time, and the 5 pairs of names around\n"
+		"the most idle time. Needs libcupti at run time (libcupti.so.13, or the\n"
+		"path in HACCEL_CUPTI_LIB) and a build with CUPTI's headers.\n",
 		what, strcmp(what, "decode") ? "" : " [--trace]");
 }
 

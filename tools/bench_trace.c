@@ -77,6 +77,23 @@ static uint64_t kend(const struct trace_kernel *k)
 	return k->end > k->start ? k->end : k->start;
 }
 
+/* The name of name index idx (by_name sorted, name_of from it). */
+static const char *pair_name(const struct trace_kernel *const *by_name, size_t n,
+			     const size_t *name_of, const struct trace_kernel *k, size_t idx)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (name_of[by_name[mid] - k] < idx)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return kname(by_name[lo]);
+}
+
 int trace_gaps(const struct trace_kernel *k, size_t n, const uint64_t *win_start,
 	       const uint64_t *win_end, size_t nwin, struct trace_summary *s)
 {
@@ -84,6 +101,7 @@ int trace_gaps(const struct trace_kernel *k, size_t n, const uint64_t *win_start
 	struct trace_name *names = NULL;
 	size_t *name_of = NULL, nnames = 0;
 	double *span = NULL, *busy = NULL, *gap = NULL, *cnt = NULL;
+	struct trace_gap *pairs = NULL;
 	uint64_t maxdur = 0;
 	int ret = -ENOMEM;
 
@@ -112,10 +130,16 @@ int trace_gaps(const struct trace_kernel *k, size_t n, const uint64_t *win_start
 		name_of[by_name[i] - k] = nnames - 1;
 	}
 	qsort(by_start, n, sizeof(*by_start), cmp_start);
+	if (nnames && nnames <= 512) {
+		pairs = calloc(nnames * nnames, sizeof(*pairs));
+		if (!pairs)
+			goto out;
+	}
 
 	for (size_t w = 0; w < nwin; w++) {
 		uint64_t ws = win_start[w], we = win_end[w], from, first = 0, last = 0;
 		uint64_t cur_a = 0, cur_b = 0, on = 0, kernels = 0;
+		const struct trace_kernel *ended = NULL;   /* the one ending at cur_b */
 		size_t lo = 0, hi = n;
 
 		if (we <= ws) {
@@ -133,24 +157,55 @@ int trace_gaps(const struct trace_kernel *k, size_t n, const uint64_t *win_start
 			else
 				hi = mid;
 		}
+		/* The kernels' extent in the window: copies count only inside
+		 * it. */
+		uint64_t ks = we, ke = ws;
+		for (size_t i = lo; i < n && by_start[i]->start < we; i++) {
+			const struct trace_kernel *x = by_start[i];
+			uint64_t e = kend(x);
+
+			if (x->copy || (x->start < ws && e <= ws))
+				continue;
+			if ((x->start > ws ? x->start : ws) < ks)
+				ks = x->start > ws ? x->start : ws;
+			if ((e < we ? e : we) > ke)
+				ke = e < we ? e : we;
+		}
 		for (size_t i = lo; i < n && by_start[i]->start < we; i++) {
 			const struct trace_kernel *x = by_start[i];
 			uint64_t e = kend(x);
 			uint64_t a = x->start > ws ? x->start : ws, b = e < we ? e : we;
 
-			/* Overlapping the window, or of no length and inside it. */
+			/* Overlapping the window, or of no length and inside it;
+			 * a copy clipped to the kernels' extent. */
 			if (x->start < ws && e <= ws)
 				continue;
+			if (x->copy) {
+				a = a > ks ? a : ks;
+				b = b < ke ? b : ke;
+				if (ks > ke || a > b || (a == b && e != x->start))
+					continue;
+			}
 			if (!kernels++) {
 				first = a;
 				cur_a = a;
 				cur_b = b;
+				ended = x;
 			} else if (a > cur_b) {
 				on += cur_b - cur_a;
+				if (pairs) {
+					struct trace_gap *p = &pairs[name_of[ended - k] * nnames +
+								     name_of[x - k]];
+
+					p->ns += a - cur_b;
+					p->count++;
+				}
 				cur_a = a;
 				cur_b = b;
+				ended = x;
 			} else if (b > cur_b) {
 				cur_b = b;
+				ended = x;
 			}
 			if (b > last)
 				last = b;
@@ -187,6 +242,24 @@ int trace_gaps(const struct trace_kernel *k, size_t n, const uint64_t *win_start
 	s->names = seen;
 	s->ntop = seen < TRACE_TOP ? seen : TRACE_TOP;
 	memcpy(s->top, names, s->ntop * sizeof(*names));
+	/* The pairs around the most idle time (names[] is reordered by
+	 * now: the pair table's indices are those of name_of). */
+	for (size_t i = 0; pairs && i < nnames * nnames; i++) {
+		size_t j;
+
+		if (!pairs[i].ns)
+			continue;
+		if (s->ngaps == TRACE_GAPS && pairs[i].ns <= s->gaps[TRACE_GAPS - 1].ns)
+			continue;
+		j = s->ngaps < TRACE_GAPS ? s->ngaps++ : TRACE_GAPS - 1;
+		while (j > 0 && s->gaps[j - 1].ns < pairs[i].ns) {
+			s->gaps[j] = s->gaps[j - 1];
+			j--;
+		}
+		s->gaps[j] = (struct trace_gap){ pair_name(by_name, n, name_of, k, i / nnames),
+						 pair_name(by_name, n, name_of, k, i % nnames),
+						 pairs[i].ns, pairs[i].count };
+	}
 	ret = 0;
 out:
 	free(by_start);
@@ -197,6 +270,7 @@ out:
 	free(busy);
 	free(gap);
 	free(cnt);
+	free(pairs);
 	return ret;
 }
 
@@ -288,11 +362,33 @@ static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buf,
 		/* Of the CUDA 13 record, only the fields that every version
 		 * since Kernel4 keeps at the same offsets are read. */
 		const CUpti_ActivityKernel10 *kr = (const CUpti_ActivityKernel10 *)rec;
+		uint64_t t0, t1;
+		const char *name;
 
-		if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || !tr.collecting)
+		if (!tr.collecting)
 			continue;
-		/* Both 0: CUPTI could not time this kernel. */
-		if (!kr->start && !kr->end)
+		/* Copies and memsets of the step (graph nodes or not) are
+		 * device work too: recorded under a name of their own, so that
+		 * they count as busy and show in the table, not as gaps. */
+		if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+			t0 = kr->start, t1 = kr->end, name = kr->name;
+		} else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+			const CUpti_ActivityMemcpy6 *c = (const CUpti_ActivityMemcpy6 *)rec;
+
+			t0 = c->start, t1 = c->end;
+			name = c->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD ? "(copy host to device)" :
+			       c->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ? "(copy device to host)" :
+			       c->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOD ? "(copy device to device)" :
+										  "(copy)";
+		} else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+			const CUpti_ActivityMemset4 *ms = (const CUpti_ActivityMemset4 *)rec;
+
+			t0 = ms->start, t1 = ms->end, name = "(memset)";
+		} else {
+			continue;
+		}
+		/* Both 0: CUPTI could not time this record. */
+		if (!t0 && !t1)
 			continue;
 		if (tr.n == tr.cap) {
 			size_t cap = tr.cap ? tr.cap * 2 : FIRST_KERNELS;
@@ -305,7 +401,8 @@ static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buf,
 			tr.k = k;
 			tr.cap = cap;
 		}
-		tr.k[tr.n++] = (struct trace_kernel){ kr->start, kr->end, kr->name };
+		tr.k[tr.n++] = (struct trace_kernel){ t0, t1, name,
+						      rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL };
 	}
 	if (tr.pool && buf >= tr.pool && buf < tr.pool + (size_t)POOL_BUFS * BUF_BYTES) {
 		size_t i = (size_t)(buf - tr.pool) / BUF_BYTES;
@@ -441,6 +538,17 @@ int trace_start(char *err, size_t n)
 		ret = -EIO;
 		goto fail;
 	}
+	res = tr.Enable(CUPTI_ACTIVITY_KIND_MEMCPY);
+	if (res == CUPTI_SUCCESS)
+		res = tr.Enable(CUPTI_ACTIVITY_KIND_MEMSET);
+	if (res != CUPTI_SUCCESS) {
+		snprintf(err, n, "cuptiActivityEnable(MEMCPY, MEMSET): %s (%d)", cupti_str(res),
+			 (int)res);
+		tr.Disable(CUPTI_ACTIVITY_KIND_MEMCPY);
+		tr.Disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+		ret = -EIO;
+		goto fail;
+	}
 	return 0;
 fail:
 	pthread_mutex_lock(&tr.lock);
@@ -486,6 +594,8 @@ int trace_stop(struct trace_result *r, char *err, size_t n)
 	/* Disabled first: the forced flush then returns every buffer,
 	 * the one being filled included, and no new record follows. */
 	dis = tr.Disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+	tr.Disable(CUPTI_ACTIVITY_KIND_MEMCPY);
+	tr.Disable(CUPTI_ACTIVITY_KIND_MEMSET);
 	fl = tr.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	pthread_mutex_lock(&tr.lock);
 	tr.collecting = false;

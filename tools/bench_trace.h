@@ -12,12 +12,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* One kernel execution, in CUPTI's clock (ns; the clock of trace_now()). */
+/* One kernel execution, in CUPTI's clock (ns; the clock of trace_now()),
+ * or a copy or memset (copy set, name a static "(...)" string). */
 struct trace_kernel {
 	uint64_t start, end;
 	/* CUPTI's string, shared by every record of the kernel and never
 	 * freed: possibly a mangled C++ name. */
 	const char *name;
+	/* A copy or memset: busy where it falls between the window's first
+	 * kernel start and last kernel end, and no part of the span (the
+	 * step's input and output copies lie outside its kernels). */
+	int copy;
 };
 
 /* What trace_stop() collected; trace_result_free() releases it. */
@@ -75,6 +80,15 @@ struct trace_name {
 	uint64_t count;    /* kernels in the windows */
 };
 
+#define TRACE_GAPS 5
+
+/* Idle time between the kernel that ended last and the next one to start. */
+struct trace_gap {
+	const char *before, *after;
+	uint64_t ns;       /* summed over the windows */
+	uint64_t count;
+};
+
 struct trace_summary {
 	size_t steps;              /* windows with at least one kernel */
 	size_t empty;              /* windows without: left out of every figure */
@@ -88,6 +102,10 @@ struct trace_summary {
 	size_t names;              /* distinct kernel names */
 	size_t ntop;               /* entries of top */
 	struct trace_name top[TRACE_TOP];  /* by time, longest first */
+	/* The pairs of names around the most idle time, most first (left
+	 * empty past 512 distinct names). */
+	size_t ngaps;
+	struct trace_gap gaps[TRACE_GAPS];
 };
 
 /*

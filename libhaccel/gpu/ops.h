@@ -38,6 +38,11 @@ typedef uint64_t haccel__dptr;
 int haccel__cuda_rmsnorm(struct haccel__gpu *g, void *stream, haccel__dptr y,
 			 haccel__dptr x, haccel__dptr w, uint32_t T, uint32_t D,
 			 float eps);
+/* rmsnorm's result rounded to bf16 (y bf16 [T][D]): the same bits as
+ * haccel__cuda_rmsnorm then haccel__cuda_to_bf16. */
+int haccel__cuda_rmsnorm_bf16(struct haccel__gpu *g, void *stream, haccel__dptr y,
+			      haccel__dptr x, haccel__dptr w, uint32_t T, uint32_t D,
+			      float eps);
 int haccel__cuda_layernorm(struct haccel__gpu *g, void *stream, haccel__dptr y,
 			   haccel__dptr x, haccel__dptr w, haccel__dptr b,
 			   uint32_t T, uint32_t D, float eps);

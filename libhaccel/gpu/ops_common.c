@@ -40,6 +40,16 @@ int haccel__cuda_rmsnorm(struct haccel__gpu *g, void *stream, haccel__dptr y, ha
 			      &eps);
 }
 
+int haccel__cuda_rmsnorm_bf16(struct haccel__gpu *g, void *stream, haccel__dptr y,
+			      haccel__dptr x, haccel__dptr w, uint32_t T, uint32_t D, float eps)
+{
+	FN("haccel_rmsnorm_bf16");
+	if (!T)
+		return 0;
+	return HACCEL__LAUNCH(g, fn, T, 1, 1, row_threads(D), 1, 1, 0, stream, &y, &x, &w, &D,
+			      &eps);
+}
+
 int haccel__cuda_layernorm(struct haccel__gpu *g, void *stream, haccel__dptr y, haccel__dptr x,
 			   haccel__dptr w, haccel__dptr b, uint32_t T, uint32_t D, float eps)
 {

@@ -59,7 +59,7 @@ struct haccel__gmodel {
 	struct haccel__model_weights w; /* device addresses, as float * */
 
 	uint64_t ws, ws_bytes;          /* workspace */
-	uint64_t h, x, y, res, buf[N_BUF], bf[N_BF];
+	uint64_t h, y, res, buf[N_BUF], bf[N_BF];
 	uint64_t sel, n_sel, idx_scratch, mla_scratch, kda_scratch;
 	uint64_t rows_x, rows_xb, logits;
 	uint64_t in;                    /* the step's inputs (below) */
@@ -203,7 +203,6 @@ int haccel__gmodel_setup(struct haccel_model *m)
 
 #define CARVE(field, bytes) (gm->field = o, o += up(bytes))
 	CARVE(h, (uint64_t)Tm * D * 4);
-	CARVE(x, (uint64_t)Tm * D * 4);
 	CARVE(y, (uint64_t)Tm * D * 4);
 	CARVE(res, (uint64_t)nres * Tm * D * 4);
 	for (int i = 0; i < N_BUF; i++)
@@ -250,7 +249,7 @@ int haccel__gmodel_setup(struct haccel_model *m)
 	if (ret)
 		return ret;
 	/* Offsets become addresses. */
-	uint64_t *fields[] = { &gm->h, &gm->x, &gm->y, &gm->res, &gm->rows_x, &gm->rows_xb,
+	uint64_t *fields[] = { &gm->h, &gm->y, &gm->res, &gm->rows_x, &gm->rows_xb,
 			       &gm->logits, &gm->in };
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
 		*fields[i] += gm->ws;
@@ -369,6 +368,38 @@ static int to_bf(struct haccel__gmodel *gm, void *s, uint64_t dst, uint64_t src,
 	return haccel__cuda_to_bf16(gm->g, s, dst, src, n);
 }
 
+/*
+ * y_i = x W_i^T for n weights of one shape [N][K] (bf16) read by the same
+ * x: one batched GEMM (x shared, stride 0) when the weights lie back to
+ * back in the arena (spec order, sizes multiples of its 256-byte
+ * alignment) and the outputs are equally spaced; else n GEMMs. At decode
+ * sizes the batch fills the GPU better than each GEMM alone.
+ */
+static int linear_n(struct haccel__gmodel *gm, uint64_t const *y, uint64_t x, int64_t ldx,
+		    uint64_t const *W, uint32_t n, uint32_t T, uint32_t N, uint32_t K)
+{
+	uint64_t wb = (uint64_t)N * K * 2, ys = n > 1 ? y[1] - y[0] : 0;
+	bool one = n > 1 && ys % 4 == 0 && y[1] > y[0];
+
+	for (uint32_t i = 1; one && i < n; i++)
+		one = W[i] == W[0] + i * wb && y[i] == y[0] + i * ys;
+	if (one) {
+		struct haccel__gemm op = {
+			.M = T, .N = N, .K = K, .A = x, .B = W[0], .C = y[0],
+			.lda = ldx, .ldb = K, .ldc = N,
+			.stride_a = 0, .stride_b = (int64_t)N * K, .stride_c = (int64_t)(ys / 4),
+			.batch = n, .trans_b = 1,
+		};
+		int ret = haccel__gemm_run(gm->g, NULL, &op);
+
+		if (ret != -ENOTSUP)
+			return ret;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		TRY(haccel__cuda_linear(gm->g, NULL, y[i], x, ldx, W[i], 0, T, N, K));
+	return 0;
+}
+
 static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 {
 	const struct haccel__kda_config *k = &m->c.kda;
@@ -384,10 +415,15 @@ static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	uint64_t stride = m->sl.slot_bytes;
 	uint64_t so = IN(gm, gm->o_seg_off), ss = IN(gm, gm->o_seg_slot);
 
-	TRY(to_bf(gm, NULL, xb, gm->x, (size_t)T * D));
-	TRY(haccel__cuda_linear(g, NULL, q, xb, D, F(W->q), 0, T, HK, D));
-	TRY(haccel__cuda_linear(g, NULL, kk, xb, D, F(W->k), 0, T, HK, D));
-	TRY(haccel__cuda_linear(g, NULL, v, xb, D, F(W->v), 0, T, HV, D));
+	if (HK == HV) {
+		uint64_t ys[3] = { q, kk, v }, ws[3] = { F(W->q), F(W->k), F(W->v) };
+
+		TRY(linear_n(gm, ys, xb, D, ws, 3, T, HK, D));
+	} else {
+		TRY(haccel__cuda_linear(g, NULL, q, xb, D, F(W->q), 0, T, HK, D));
+		TRY(haccel__cuda_linear(g, NULL, kk, xb, D, F(W->k), 0, T, HK, D));
+		TRY(haccel__cuda_linear(g, NULL, v, xb, D, F(W->v), 0, T, HV, D));
+	}
 	TRY(haccel__cuda_kda_conv(g, NULL, qc, q, T, HK, F(W->q_conv), Wc, f->n_seg, so, ss,
 				  base + m->sl.conv_q_offset, stride));
 	TRY(haccel__cuda_kda_conv(g, NULL, kc, kk, T, HK, F(W->k_conv), Wc, f->n_seg, so, ss,
@@ -443,7 +479,6 @@ static int dsa_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	void *s2 = gm->s2, *s3 = gm->s3;
 
 	/* The q latent, shared by attention and the indexer. */
-	TRY(to_bf(gm, NULL, xb, gm->x, (size_t)T * D));
 	TRY(haccel__cuda_linear(g, NULL, cq, xb, D, F(W->q_a), 0, T, Rq, D));
 	TRY(haccel__cuda_rmsnorm(g, NULL, cq, cq, F(W->q_a_norm), T, Rq, m->c.rms_norm_eps));
 	TRY(to_bf(gm, NULL, cqb, cq, (size_t)T * Rq));
@@ -527,9 +562,9 @@ static int mlp(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	uint32_t D = m->c.hidden_size, I = m->c.intermediate_size, T = f->T;
 	uint64_t gg = gm->buf[0], u = gm->buf[1], xb = gm->bf[0], gb = gm->bf[1];
 
-	TRY(to_bf(gm, NULL, xb, gm->x, (size_t)T * D));
-	TRY(haccel__cuda_linear(g, NULL, gg, xb, D, F(L->gate), 0, T, I, D));
-	TRY(haccel__cuda_linear(g, NULL, u, xb, D, F(L->up), 0, T, I, D));
+	uint64_t ys[2] = { gg, u }, ws[2] = { F(L->gate), F(L->up) };
+
+	TRY(linear_n(gm, ys, xb, D, ws, 2, T, I, D));
 	TRY(haccel__cuda_swiglu(g, NULL, gg, gg, u, (size_t)T * I));
 	TRY(to_bf(gm, NULL, gb, gg, (size_t)T * I));
 	return haccel__cuda_linear(g, NULL, gm->y, gb, I, F(L->down), 0, T, D, I);
@@ -566,8 +601,10 @@ static int forward(struct haccel_model *m, const struct fwd *f)
 							      T, D, c->rms_norm_eps));
 				h = gm->h;
 			}
-			TRY(haccel__cuda_rmsnorm(g, NULL, gm->x, h, F(sub ? L->post_norm : L->in_norm), T,
-						 D, c->rms_norm_eps));
+			/* The layer's input, in bf16 for its GEMMs (bf[0]). */
+			TRY(haccel__cuda_rmsnorm_bf16(g, NULL, gm->bf[0], h,
+						      F(sub ? L->post_norm : L->in_norm), T, D,
+						      c->rms_norm_eps));
 			if (sub)
 				TRY(mlp(m, li, f));
 			else if (c->layer_type[li] == HACCEL__LAYER_KDA)
