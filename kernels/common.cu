@@ -73,13 +73,25 @@ HACCEL_K void haccel_embed(float *y, const uint16_t *table, const int32_t *tok, 
 				__uint_as_float((uint32_t)table[(size_t)id * D + d] << 16) : 0.0f;
 }
 
+__device__ __forceinline__ float swiglu1(float g, float u)
+{
+	return g / (1.0f + expf(-g)) * u;
+}
+
 HACCEL_K void haccel_swiglu(float *y, const float *gate, const float *up, uint64_t n)
 {
 	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
-	     i += (uint64_t)gridDim.x * blockDim.x) {
-		float g = gate[i];
-		y[i] = g / (1.0f + expf(-g)) * up[i];
-	}
+	     i += (uint64_t)gridDim.x * blockDim.x)
+		y[i] = swiglu1(gate[i], up[i]);
+}
+
+/* The same, rounded to bf16 as haccel_to_bf16 rounds (the down
+ * projection's input). */
+HACCEL_K void haccel_swiglu_bf16(uint16_t *y, const float *gate, const float *up, uint64_t n)
+{
+	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+	     i += (uint64_t)gridDim.x * blockDim.x)
+		y[i] = hac_bf16_from_float(swiglu1(gate[i], up[i]));
 }
 
 HACCEL_K void haccel_scale(float *y, const float *x, float s, uint64_t n)
@@ -114,8 +126,9 @@ HACCEL_K void haccel_copy_rows(float *dst, uint32_t dst_ld, const float *src, ui
 }
 
 /*
- * Attention-residual mix, one block per token (haccel_attn_res_mix8
- * below: the same mix on a cluster of 8 blocks a token, for a few tokens):
+ * Attention-residual mix, one block per token, a thread a dim up to 1024
+ * (haccel_attn_res_mix8 below: the same mix on a cluster of 8 blocks a
+ * token, for a few tokens):
  * logits over the sources
  * (dot of the query with each rmsnormed source), softmax, weighted sum of
  * the raw sources. n_src <= 64. Sources go 4 at a time through the

@@ -110,18 +110,25 @@ __device__ __forceinline__ uint32_t kda_seg_of(const uint32_t *seg_off, uint32_t
 /* ------------------------------------------------------------------------ */
 /* Short convolution                                                        */
 
-/* grid (T, ceil(C / 256)), block 256: one output each. Input rows before
- * the segment's first token come from its tail. */
+/* grid (T, ceil(C / 256), convolutions), block 256: one output each.
+ * Input rows before the segment's first token come from its tail.
+ * Convolution z (q, k, v of a layer in one launch) has its out, in and w
+ * z gs_* floats further on, its tails z gs_tail bytes. */
 HACCEL_K void haccel_kda_conv(float *out, const float *in, uint32_t C, const float *w,
 			      uint32_t W, uint32_t n_seg, const uint32_t *seg_off,
 			      const uint32_t *seg_slot, const char *tail_base,
-			      uint64_t slot_stride)
+			      uint64_t slot_stride, uint64_t gs_out, uint64_t gs_in,
+			      uint64_t gs_w, uint64_t gs_tail)
 {
 	uint32_t t = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
 	uint32_t P = W - 1;
 
 	if (c >= C || t < seg_off[0] || t >= seg_off[n_seg])
 		return;
+	out += blockIdx.z * gs_out;
+	in += blockIdx.z * gs_in;
+	w += blockIdx.z * gs_w;
+	tail_base += blockIdx.z * gs_tail;
 	uint32_t s = kda_seg_of(seg_off, n_seg, t);
 	int64_t t0 = seg_off[s];
 	const float *tail = (const float *)(tail_base + seg_slot[s] * slot_stride);
@@ -136,12 +143,14 @@ HACCEL_K void haccel_kda_conv(float *out, const float *in, uint32_t C, const flo
 	out[(size_t)t * C + c] = acc / (1.0f + expf(-acc));
 }
 
-/* grid (n_seg, ceil(C / 256)), block 256, after haccel_kda_conv: the new
- * tail is the last W - 1 rows of (old tail, the segment's inputs), each
- * thread one channel, read whole before it is written. */
+/* grid (n_seg, ceil(C / 256), convolutions), block 256, after
+ * haccel_kda_conv: the new tail is the last W - 1 rows of (old tail, the
+ * segment's inputs), each thread one channel, read whole before it is
+ * written; convolution z as in haccel_kda_conv. */
 HACCEL_K void haccel_kda_conv_tail(const float *in, uint32_t C, uint32_t W,
 				   const uint32_t *seg_off, const uint32_t *seg_slot,
-				   char *tail_base, uint64_t slot_stride)
+				   char *tail_base, uint64_t slot_stride, uint64_t gs_in,
+				   uint64_t gs_tail)
 {
 	uint32_t s = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
 	uint32_t t0 = seg_off[s], n = seg_off[s + 1] - t0;
@@ -150,6 +159,8 @@ HACCEL_K void haccel_kda_conv_tail(const float *in, uint32_t C, uint32_t W,
 
 	if (c >= C || seg_off[s + 1] <= t0)
 		return;
+	in += blockIdx.z * gs_in;
+	tail_base += blockIdx.z * gs_tail;
 	float *tail = (float *)(tail_base + seg_slot[s] * slot_stride);
 #pragma unroll
 	for (int r = 0; r < 7; r++) {
@@ -213,16 +224,19 @@ HACCEL_K void haccel_kda_prep(float *q, float *k, float *beta, uint32_t K, uint6
 		beta[row] = kda_sigmoid(beta[row]);
 }
 
-/* A warp per (token, head) row, 8 rows a block. */
-HACCEL_K void haccel_kda_gated_rmsnorm(float *o, const float *gate, const float *w,
-				       uint32_t V, uint64_t rows, float eps)
+/* A warp per (token, head) row, 8 rows a block: put(j, value) for each
+ * element j of the row of o. */
+template <typename F>
+__device__ __forceinline__ void kda_gated_rmsnorm_row(const float *o, const float *gate,
+						      const float *w, uint32_t V, uint64_t rows,
+						      float eps, F put)
 {
 	uint64_t row = blockIdx.x * 8ull + (threadIdx.x >> 5);
 	uint32_t lane = threadIdx.x & 31;
 
 	if (row >= rows)
 		return;
-	float *x = o + row * V;
+	const float *x = o + row * V;
 	const float *gr = gate + row * V;
 	float ss = 0.0f;
 
@@ -230,7 +244,22 @@ HACCEL_K void haccel_kda_gated_rmsnorm(float *o, const float *gate, const float 
 		ss += x[j] * x[j];
 	float rs = 1.0f / sqrtf(warp_sum(ss) / (float)V + eps);
 	for (uint32_t j = lane; j < V; j += 32)
-		x[j] = x[j] * rs * w[j] * kda_sigmoid(gr[j]);
+		put(row * V + j, x[j] * rs * w[j] * kda_sigmoid(gr[j]));
+}
+
+HACCEL_K void haccel_kda_gated_rmsnorm(float *o, const float *gate, const float *w,
+				       uint32_t V, uint64_t rows, float eps)
+{
+	kda_gated_rmsnorm_row(o, gate, w, V, rows, eps, [&](uint64_t i, float v) { o[i] = v; });
+}
+
+/* The same into y, rounded to bf16 as haccel_to_bf16 rounds (the output
+ * projection's input); o is not written. */
+HACCEL_K void haccel_kda_gated_rmsnorm_bf16(uint16_t *y, const float *o, const float *gate,
+					    const float *w, uint32_t V, uint64_t rows, float eps)
+{
+	kda_gated_rmsnorm_row(o, gate, w, V, rows, eps,
+			      [&](uint64_t i, float v) { y[i] = hac_bf16_from_float(v); });
 }
 
 /* ------------------------------------------------------------------------ */

@@ -337,6 +337,66 @@ static void t_conv_segments(void)
 	gpu_close();
 }
 
+/* Three convolutions (a layer's q, k, v) in one launch, over the segments
+ * of t_conv_segments: each against the CPU op; then with the tails listed
+ * in reverse (not equally spaced in order: one launch each), the same
+ * bits. */
+static void t_conv_n(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	const uint32_t W = 4, C = 300, P = W - 1, NG = 3;
+	struct segs sg;
+
+	segs_make(&sg, mixed_lens, N_MIXED);
+	uint32_t T = sg.T;
+	size_t slot = (size_t)P * C + 8, tc = (size_t)T * C, wc = (size_t)C * W;
+	size_t ts = sg.n_slots * slot; /* floats of one convolution's tails */
+	float *in = rnd(NG * tc, -3.0f, 3.0f), *w = rnd(NG * wc, -1.0f, 1.0f);
+	float *tails = rnd(NG * ts, -3.0f, 3.0f), *tails_ref = hdup(tails, NG * ts);
+	float *want = hbuf(NG * tc), *got = hbuf(NG * tc), *got2 = hbuf(NG * tc);
+	float *tails2 = hbuf(NG * ts);
+	haccel__dptr din = gpu_up(in, NG * tc * 4), dw = gpu_up(w, NG * wc * 4);
+	haccel__dptr dt = gpu_up(tails, NG * ts * 4), dout = gpu_alloc(NG * tc * 4);
+	haccel__dptr o[3], x[3], wt[3], tl[3];
+
+	for (uint32_t k = 0; k < NG; k++) {
+		for (uint32_t s = 0; s < sg.n; s++)
+			haccel__cpu_kda_conv(want + k * tc + (size_t)sg.off[s] * C,
+					     in + k * tc + (size_t)sg.off[s] * C,
+					     sg.off[s + 1] - sg.off[s], C, w + k * wc, W,
+					     tails_ref + k * ts + sg.slot[s] * slot);
+		o[k] = dout + k * tc * 4;
+		x[k] = din + k * tc * 4;
+		wt[k] = dw + k * wc * 4;
+		tl[k] = dt + k * ts * 4;
+	}
+	KTAP_ASSERT_EQ(haccel__cuda_kda_conv_n(g, NULL, NG, o, x, wt, tl, T, C, W, sg.n, sg.d_off,
+					       sg.d_slot, slot * 4),
+		       0);
+	gpu_down(got, dout, NG * tc * 4);
+	gpu_down(tails2, dt, NG * ts * 4);
+	KTAP_EXPECT(gpu_close_enough("conv x3", got, want, NG * tc, 1e-6, TOL_ELEM));
+	KTAP_EXPECT(memcmp(tails2, tails_ref, NG * ts * 4) == 0);
+
+	/* The lists reversed: one launch each, from the same inputs. */
+	haccel__dptr dt2 = gpu_up(tails, NG * ts * 4), o2[3], x2[3], w2[3], t2[3];
+	for (uint32_t k = 0; k < NG; k++) {
+		o2[k] = o[NG - 1 - k];
+		x2[k] = x[NG - 1 - k];
+		w2[k] = wt[NG - 1 - k];
+		t2[k] = dt2 + (NG - 1 - k) * ts * 4;
+	}
+	KTAP_ASSERT_EQ(haccel__cuda_kda_conv_n(g, NULL, NG, o2, x2, w2, t2, T, C, W, sg.n, sg.d_off,
+					       sg.d_slot, slot * 4),
+		       0);
+	gpu_down(got2, dout, NG * tc * 4);
+	gpu_down(tails2, dt2, NG * ts * 4);
+	KTAP_EXPECT(memcmp(got2, got, NG * tc * 4) == 0);
+	KTAP_EXPECT(memcmp(tails2, tails_ref, NG * ts * 4) == 0);
+	hfree_all();
+	gpu_close();
+}
+
 /* One sequence through calls of 2 (fewer than W - 1), 1, 70 and 127
  * tokens equals one CPU call: outputs and tail. */
 static void t_conv_split(void)
@@ -446,10 +506,23 @@ static void t_gated_rmsnorm(void)
 		haccel__dptr dout = gpu_up(o, n * 4), dg = gpu_up(gate, n * 4);
 		haccel__dptr dw = gpu_up(w, V * 4);
 
+		haccel__dptr dyb = gpu_alloc(n * 2), dref = gpu_alloc(n * 2);
+		uint16_t *fb = malloc(n * 2), *rb = malloc(n * 2);
+
+		KTAP_ASSERT(fb && rb);
+		/* The bf16 form first: it must leave o as it is. */
+		KTAP_ASSERT_EQ(haccel__cuda_gated_rmsnorm_bf16(g, NULL, dyb, dout, dg, dw, T, H, V,
+							       1e-5f), 0);
 		haccel__cpu_gated_rmsnorm(o, gate, w, T, H, V, 1e-5f);
 		KTAP_ASSERT_EQ(haccel__cuda_gated_rmsnorm(g, NULL, dout, dg, dw, T, H, V, 1e-5f), 0);
 		gpu_down(got, dout, n * 4);
 		KTAP_EXPECT(gpu_close_enough("gated_rmsnorm", got, o, n, 1e-7, TOL_ELEM));
+		/* and give the bits of the norm then to_bf16 */
+		KTAP_ASSERT_EQ(haccel__cuda_to_bf16(g, NULL, dref, dout, n), 0);
+		gpu_down(fb, dyb, n * 2);
+		gpu_down(rb, dref, n * 2);
+		KTAP_EXPECT(memcmp(fb, rb, n * 2) == 0);
+		free(fb), free(rb);
 	}
 	hfree_all();
 	gpu_close();
@@ -662,6 +735,7 @@ static void t_bad_args(void)
 
 static const struct ktap_case cases[] = {
 	KTAP_CASE(t_conv_segments),
+	KTAP_CASE(t_conv_n),
 	KTAP_CASE(t_conv_split),
 	KTAP_CASE(t_gate),
 	KTAP_CASE(t_prep),

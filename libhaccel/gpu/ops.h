@@ -52,6 +52,10 @@ int haccel__cuda_embed(struct haccel__gpu *g, void *stream, haccel__dptr y,
 		       uint32_t D);
 int haccel__cuda_swiglu(struct haccel__gpu *g, void *stream, haccel__dptr y,
 			haccel__dptr gate, haccel__dptr up, size_t n);
+/* swiglu's result rounded to bf16 (y bf16): the same bits as swiglu then
+ * haccel__cuda_to_bf16. */
+int haccel__cuda_swiglu_bf16(struct haccel__gpu *g, void *stream, haccel__dptr y,
+			     haccel__dptr gate, haccel__dptr up, size_t n);
 /* The n_src sources are [T][D] fp32 each, source i at src0 + i *
  * src_stride floats (the model keeps its blocks in one array). */
 int haccel__cuda_attn_res_mix(struct haccel__gpu *g, void *stream,
@@ -102,6 +106,15 @@ int haccel__cuda_kda_conv(struct haccel__gpu *g, void *stream, haccel__dptr out,
 			  haccel__dptr w, uint32_t W, uint32_t n_seg,
 			  haccel__dptr seg_off, haccel__dptr seg_slot,
 			  haccel__dptr tail_base, uint64_t slot_stride);
+/* n convolutions of one shape over the same segments in one launch
+ * (a layer's q, k, v): out[i], in[i], w[i], tail_base[i] as above; when
+ * any of the four lists is not equally spaced, one launch each. */
+int haccel__cuda_kda_conv_n(struct haccel__gpu *g, void *stream, uint32_t n,
+			    const haccel__dptr *out, const haccel__dptr *in,
+			    const haccel__dptr *w, const haccel__dptr *tail_base,
+			    uint32_t T, uint32_t C, uint32_t W, uint32_t n_seg,
+			    haccel__dptr seg_off, haccel__dptr seg_slot,
+			    uint64_t slot_stride);
 int haccel__cuda_kda_gate(struct haccel__gpu *g, void *stream, haccel__dptr gt,
 			  haccel__dptr g_raw, uint32_t T, uint32_t H,
 			  uint32_t K, haccel__dptr A_log, haccel__dptr dt_bias,
@@ -139,6 +152,11 @@ int haccel__cuda_kda_chunked(struct haccel__gpu *g, void *stream,
 int haccel__cuda_gated_rmsnorm(struct haccel__gpu *g, void *stream,
 			       haccel__dptr o, haccel__dptr gate, haccel__dptr w,
 			       uint32_t T, uint32_t H, uint32_t V, float eps);
+/* The same into y (bf16 [T][H][V]), o left as it is: the bits of
+ * gated_rmsnorm then haccel__cuda_to_bf16. */
+int haccel__cuda_gated_rmsnorm_bf16(struct haccel__gpu *g, void *stream, haccel__dptr y,
+				    haccel__dptr o, haccel__dptr gate, haccel__dptr w,
+				    uint32_t T, uint32_t H, uint32_t V, float eps);
 
 /* ------------------------------------------------------------------------ */
 /* DSA (gpu/ops_dsa.c, kernels/dsa.cu)                                      */

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 
 #include "gpu/ops.h"
 
@@ -40,30 +41,70 @@ static int misaligned(uint64_t x)
 	return (x & 15) != 0;
 }
 
+/* x[0..n) equally spaced, by a multiple of unit bytes (or n == 1): the
+ * spacing in units, through *gs. */
+static bool spaced(const haccel__dptr *x, uint32_t n, uint64_t unit, uint64_t *gs)
+{
+	uint64_t d = n > 1 ? x[1] - x[0] : 0;
+
+	if (n > 1 && (x[1] < x[0] || d % unit))
+		return false;
+	for (uint32_t i = 2; i < n; i++)
+		if (x[i] != x[0] + i * d)
+			return false;
+	*gs = d / unit;
+	return true;
+}
+
+int haccel__cuda_kda_conv_n(struct haccel__gpu *g, void *stream, uint32_t n,
+			    const haccel__dptr *out, const haccel__dptr *in, const haccel__dptr *w,
+			    const haccel__dptr *tail_base, uint32_t T, uint32_t C, uint32_t W,
+			    uint32_t n_seg, haccel__dptr seg_off, haccel__dptr seg_slot,
+			    uint64_t slot_stride)
+{
+	unsigned int cb = (C + 255) / 256;
+	uint64_t go, gi, gw, gt;
+	void *tail_fn;
+
+	if (W > 8 || cb > 65535 || n > 65535)
+		return -EINVAL;
+	/* W = 0 does nothing, as the CPU op. */
+	if (!T || !C || !W || !n_seg || !n)
+		return 0;
+	if (n > 1 && !(spaced(out, n, 4, &go) && spaced(in, n, 4, &gi) && spaced(w, n, 4, &gw) &&
+		       spaced(tail_base, n, 1, &gt))) {
+		for (uint32_t i = 0; i < n; i++) {
+			int r = haccel__cuda_kda_conv_n(g, stream, 1, &out[i], &in[i], &w[i],
+							&tail_base[i], T, C, W, n_seg, seg_off,
+							seg_slot, slot_stride);
+			if (r)
+				return r;
+		}
+		return 0;
+	}
+	if (n == 1)
+		go = gi = gw = gt = 0;
+	haccel__dptr o0 = out[0], i0 = in[0], w0 = w[0], t0 = tail_base[0];
+	FN("haccel_kda_conv");
+	ret = haccel__gpu_fn(g, "haccel_kda_conv_tail", &tail_fn);
+	if (ret)
+		return ret;
+	ret = HACCEL__LAUNCH(g, fn, T, cb, n, 256, 1, 1, 0, stream, &o0, &i0, &C, &w0, &W, &n_seg,
+			     &seg_off, &seg_slot, &t0, &slot_stride, &go, &gi, &gw, &gt);
+	if (ret || W == 1)
+		return ret;
+	/* Stream order puts every read of the old tails before this. */
+	return HACCEL__LAUNCH(g, tail_fn, n_seg, cb, n, 256, 1, 1, 0, stream, &i0, &C, &W,
+			      &seg_off, &seg_slot, &t0, &slot_stride, &gi, &gt);
+}
+
 int haccel__cuda_kda_conv(struct haccel__gpu *g, void *stream, haccel__dptr out,
 			  haccel__dptr in, uint32_t T, uint32_t C, haccel__dptr w, uint32_t W,
 			  uint32_t n_seg, haccel__dptr seg_off, haccel__dptr seg_slot,
 			  haccel__dptr tail_base, uint64_t slot_stride)
 {
-	unsigned int cb = (C + 255) / 256;
-	void *tail_fn;
-
-	if (W > 8 || cb > 65535)
-		return -EINVAL;
-	/* W = 0 does nothing, as the CPU op. */
-	if (!T || !C || !W || !n_seg)
-		return 0;
-	FN("haccel_kda_conv");
-	ret = haccel__gpu_fn(g, "haccel_kda_conv_tail", &tail_fn);
-	if (ret)
-		return ret;
-	ret = HACCEL__LAUNCH(g, fn, T, cb, 1, 256, 1, 1, 0, stream, &out, &in, &C, &w, &W,
-			     &n_seg, &seg_off, &seg_slot, &tail_base, &slot_stride);
-	if (ret || W == 1)
-		return ret;
-	/* Stream order puts every read of the old tails before this. */
-	return HACCEL__LAUNCH(g, tail_fn, n_seg, cb, 1, 256, 1, 1, 0, stream, &in, &C, &W,
-			      &seg_off, &seg_slot, &tail_base, &slot_stride);
+	return haccel__cuda_kda_conv_n(g, stream, 1, &out, &in, &w, &tail_base, T, C, W, n_seg,
+				       seg_off, seg_slot, slot_stride);
 }
 
 int haccel__cuda_kda_gate(struct haccel__gpu *g, void *stream, haccel__dptr gt,
@@ -201,4 +242,19 @@ int haccel__cuda_gated_rmsnorm(struct haccel__gpu *g, void *stream, haccel__dptr
 	FN("haccel_kda_gated_rmsnorm");
 	return HACCEL__LAUNCH(g, fn, (unsigned int)((rows + 7) / 8), 1, 1, 256, 1, 1, 0, stream,
 			      &o, &gate, &w, &V, &rows, &eps);
+}
+
+int haccel__cuda_gated_rmsnorm_bf16(struct haccel__gpu *g, void *stream, haccel__dptr y,
+				    haccel__dptr o, haccel__dptr gate, haccel__dptr w, uint32_t T,
+				    uint32_t H, uint32_t V, float eps)
+{
+	uint64_t rows = (uint64_t)T * H;
+
+	if ((rows + 7) / 8 > 0x7fffffffu)
+		return -EINVAL;
+	if (!rows || !V)
+		return 0;
+	FN("haccel_kda_gated_rmsnorm_bf16");
+	return HACCEL__LAUNCH(g, fn, (unsigned int)((rows + 7) / 8), 1, 1, 256, 1, 1, 0, stream,
+			      &y, &o, &gate, &w, &V, &rows, &eps);
 }

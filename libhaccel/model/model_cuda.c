@@ -424,12 +424,24 @@ static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 		TRY(haccel__cuda_linear(g, NULL, kk, xb, D, F(W->k), 0, T, HK, D));
 		TRY(haccel__cuda_linear(g, NULL, v, xb, D, F(W->v), 0, T, HV, D));
 	}
-	TRY(haccel__cuda_kda_conv(g, NULL, qc, q, T, HK, F(W->q_conv), Wc, f->n_seg, so, ss,
-				  base + m->sl.conv_q_offset, stride));
-	TRY(haccel__cuda_kda_conv(g, NULL, kc, kk, T, HK, F(W->k_conv), Wc, f->n_seg, so, ss,
-				  base + m->sl.conv_k_offset, stride));
-	TRY(haccel__cuda_kda_conv(g, NULL, vc, v, T, HV, F(W->v_conv), Wc, f->n_seg, so, ss,
-				  base + m->sl.conv_v_offset, stride));
+	if (HK == HV) {
+		/* One launch for the three (when their buffers, weights and
+		 * tails are equally spaced, as they are laid out). */
+		uint64_t co[3] = { qc, kc, vc }, ci[3] = { q, kk, v };
+		uint64_t cw[3] = { F(W->q_conv), F(W->k_conv), F(W->v_conv) };
+		uint64_t ct[3] = { base + m->sl.conv_q_offset, base + m->sl.conv_k_offset,
+				   base + m->sl.conv_v_offset };
+
+		TRY(haccel__cuda_kda_conv_n(g, NULL, 3, co, ci, cw, ct, T, HK, Wc, f->n_seg, so, ss,
+					    stride));
+	} else {
+		TRY(haccel__cuda_kda_conv(g, NULL, qc, q, T, HK, F(W->q_conv), Wc, f->n_seg, so, ss,
+					  base + m->sl.conv_q_offset, stride));
+		TRY(haccel__cuda_kda_conv(g, NULL, kc, kk, T, HK, F(W->k_conv), Wc, f->n_seg, so, ss,
+					  base + m->sl.conv_k_offset, stride));
+		TRY(haccel__cuda_kda_conv(g, NULL, vc, v, T, HV, F(W->v_conv), Wc, f->n_seg, so, ss,
+					  base + m->sl.conv_v_offset, stride));
+	}
 	TRY(haccel__cuda_linear(g, NULL, tmp, xb, D, F(W->f_a), 0, T, k->gate_rank, D));
 	TRY(to_bf(gm, NULL, tb, tmp, (size_t)T * k->gate_rank));
 	TRY(haccel__cuda_linear(g, NULL, gt, tb, k->gate_rank, F(W->f_b), 0, T, HK, k->gate_rank));
@@ -452,8 +464,8 @@ static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	} else {
 		TRY(haccel__cuda_linear(g, NULL, og, xb, D, F(W->g), 0, T, HV, D));
 	}
-	TRY(haccel__cuda_gated_rmsnorm(g, NULL, o, og, F(W->o_norm), T, H, V, m->c.rms_norm_eps));
-	TRY(to_bf(gm, NULL, ob, o, (size_t)T * HV));
+	TRY(haccel__cuda_gated_rmsnorm_bf16(g, NULL, ob, o, og, F(W->o_norm), T, H, V,
+					    m->c.rms_norm_eps));
 	return haccel__cuda_linear(g, NULL, gm->y, ob, HV, F(W->o), 0, T, D, HV);
 }
 
@@ -565,8 +577,7 @@ static int mlp(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	uint64_t ys[2] = { gg, u }, ws[2] = { F(L->gate), F(L->up) };
 
 	TRY(linear_n(gm, ys, xb, D, ws, 2, T, I, D));
-	TRY(haccel__cuda_swiglu(g, NULL, gg, gg, u, (size_t)T * I));
-	TRY(to_bf(gm, NULL, gb, gg, (size_t)T * I));
+	TRY(haccel__cuda_swiglu_bf16(g, NULL, gb, gg, u, (size_t)T * I));
 	return haccel__cuda_linear(g, NULL, gm->y, gb, I, F(L->down), 0, T, D, I);
 }
 
