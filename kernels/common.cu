@@ -140,7 +140,8 @@ HACCEL_K void haccel_copy_rows(float *dst, uint32_t dst_ld, const float *src, ui
 
 HACCEL_K void haccel_attn_res_mix(float *h, const float *src0, uint64_t src_stride,
 				  uint32_t n_src, const float *query, const float *norm_w,
-				  uint32_t T, uint32_t D, float eps)
+				  uint32_t T, uint32_t D, float eps, uint16_t *yb,
+				  const float *out_w)
 {
 	__shared__ float sh[32 * 2 * ARM_B_G];
 	__shared__ float a[64];
@@ -207,6 +208,14 @@ HACCEL_K void haccel_attn_res_mix(float *h, const float *src0, uint64_t src_stri
 			acc += a[i] * src0[i * src_stride + t * D + d];
 		h[t * D + d] = acc;
 	}
+	/* Then the layer's input norm in bf16, as haccel_rmsnorm_bf16 with
+	 * this block's threads (each reads back its own dims of h). */
+	if (yb) {
+		uint16_t *yr = yb + t * D;
+
+		rmsnorm_row(h, out_w, D, eps,
+			    [&](uint32_t d, float v) { yr[d] = hac_bf16_from_float(v); });
+	}
 }
 
 /*
@@ -230,9 +239,11 @@ HACCEL_K void haccel_attn_res_mix(float *h, const float *src0, uint64_t src_stri
 
 HACCEL_K void __cluster_dims__(1, ARM_S, 1) __launch_bounds__(ARM_THREADS)
 haccel_attn_res_mix8(float *h, const float *src0, uint64_t src_stride, uint32_t n_src,
-		     const float *query, const float *norm_w, uint32_t T, uint32_t D, float eps)
+		     const float *query, const float *norm_w, uint32_t T, uint32_t D, float eps,
+		     uint16_t *yb, const float *out_w)
 {
 	__shared__ float part[2 * ARM_MAX_SRC], tot[2 * ARM_MAX_SRC], a[ARM_MAX_SRC];
+	__shared__ float nsq;
 	__shared__ float wsh[ARM_THREADS / 32][2 * ARM_MAX_SRC];
 	cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
 	uint32_t lane = threadIdx.x & 31, w = threadIdx.x >> 5, tid = threadIdx.x;
@@ -335,6 +346,41 @@ haccel_attn_res_mix8(float *h, const float *src0, uint64_t src_stride, uint32_t 
 				acc += a[j] * x[j];
 		h[(size_t)blockIdx.x * D + d] = acc;
 	}
+	if (!yb)
+		return;
+	/* (4) The layer's input norm in bf16: the sum of squares of the
+	 * block's dims (a block_sum), the cluster's 8 in rank order, then
+	 * each dim (read back by the thread that wrote it). */
+	float ss = 0.0f, *hr = h + (size_t)blockIdx.x * D;
+
+	for (uint32_t tile = 0; tile < ntile; tile++) {
+		uint32_t d = d0 + tile * ARM_THREADS + tid;
+
+		if (d < d1)
+			ss += hr[d] * hr[d];
+	}
+	ss = block_sum(ss, wsh[0]);
+	if (tid == 0)
+		nsq = ss;
+	cl.sync();
+	float sr[ARM_S], tss = 0.0f;
+#pragma unroll
+	for (uint32_t r = 0; r < ARM_S; r++)
+		sr[r] = *cl.map_shared_rank(&nsq, r);
+#pragma unroll
+	for (uint32_t r = 0; r < ARM_S; r++)
+		tss += sr[r];
+	float rn = rsqrtf(tss / (float)D + eps);
+	uint16_t *yr = yb + (size_t)blockIdx.x * D;
+
+	for (uint32_t tile = 0; tile < ntile; tile++) {
+		uint32_t d = d0 + tile * ARM_THREADS + tid;
+
+		if (d < d1)
+			yr[d] = hac_bf16_from_float(hr[d] * rn * (out_w ? out_w[d] : 1.0f));
+	}
+	/* Every block has read every block's sum (none exits early). */
+	cl.sync();
 }
 
 

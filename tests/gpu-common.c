@@ -221,6 +221,38 @@ static void test_attn_res_mix(void)
 		gpu_down(got, dh, (size_t)T * D * 4);
 		ktap_diag("attn_res_mix: T %u D %u sources %u", T, D, ns);
 		KTAP_EXPECT(gpu_close_enough("attn_res_mix", got, want, (size_t)T * D, 1e-5, 2e-5));
+
+		/* Fused with the next layer's input norm in bf16: h the same
+		 * bits; the bf16 rows those of rmsnorm_bf16 on h with more
+		 * than 8 tokens (the same threads and order), within one bf16
+		 * step of them with fewer (the cluster sums in another order). */
+		size_t n = (size_t)T * D;
+		float *ow = rnd(D, 0.5f, 1.5f), *got2 = malloc(n * 4);
+		uint16_t *fb = malloc(n * 2), *rb = malloc(n * 2);
+		haccel__dptr dow = gpu_up(ow, D * 4), dh2 = gpu_alloc(n * 4);
+		haccel__dptr dyb = gpu_alloc(n * 2), dref = gpu_alloc(n * 2);
+		uint32_t far = 0;
+
+		KTAP_ASSERT(got2 && fb && rb);
+		KTAP_ASSERT_EQ(haccel__cuda_attn_res_mix_norm(g, NULL, dyb, dh2, dall, (uint64_t)T * D,
+							      ns, dq, dn, dow, T, D, 1e-6f), 0);
+		KTAP_ASSERT_EQ(haccel__cuda_rmsnorm_bf16(g, NULL, dref, dh, dow, T, D, 1e-6f), 0);
+		gpu_down(got2, dh2, n * 4);
+		gpu_down(fb, dyb, n * 2);
+		gpu_down(rb, dref, n * 2);
+		KTAP_EXPECT(memcmp(got2, got, n * 4) == 0);
+		if (T > 8) {
+			KTAP_EXPECT(memcmp(fb, rb, n * 2) == 0);
+		} else {
+			for (size_t k = 0; k < n; k++) {
+				float a = haccel__bf16_to_float(fb[k]), b = haccel__bf16_to_float(rb[k]);
+
+				if (fabsf(a - b) > 0x1p-7f * fabsf(b))
+					far++;
+			}
+			KTAP_EXPECT_EQ(far, 0);
+		}
+		free(ow), free(got2), free(fb), free(rb);
 		free(all), free(q), free(nw), free(want), free(got);
 	}
 	KTAP_EXPECT_EQ(haccel__cuda_attn_res_mix(g, NULL, 0, 0, 0, 65, 0, 0, 6, 1024, 1e-6f),
@@ -313,6 +345,19 @@ static void test_linear(void)
 		KTAP_ASSERT_EQ(haccel__cuda_linear(g, NULL, dy, dx, ld, dw, dbias, T, N, K), 0);
 		gpu_down(got, dy, (size_t)T * N * 4);
 		KTAP_EXPECT(gpu_close_enough("linear+bias", got, want, (size_t)T * N, atol, 1e-4));
+		/* Accumulating into what is there (beta = 1, in place): the
+		 * last result plus x W^T. */
+		struct haccel__gemm acc = {
+			.M = T, .N = N, .K = K, .A = dx, .B = dw, .C = dy, .lda = ld, .ldb = K,
+			.ldc = N, .batch = 1, .trans_b = 1, .accumulate = 1,
+		};
+		haccel__cpu_matmul(want, x, w, NULL, T, N, K);
+		for (size_t k = 0; k < (size_t)T * N; k++)
+			want[k] += got[k];
+		KTAP_ASSERT_EQ(haccel__gemm_run(g, NULL, &acc), 0);
+		gpu_down(got, dy, (size_t)T * N * 4);
+		KTAP_EXPECT(gpu_close_enough("linear accumulate", got, want, (size_t)T * N, 2 * atol,
+					     1e-4));
 		free(x), free(w), free(bias), free(want), free(got), free(xb), free(wb), free(xs);
 	}
 	gpu_close();

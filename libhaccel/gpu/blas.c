@@ -255,7 +255,7 @@ static int same_shape(const struct haccel__gemm *a, const struct haccel__gemm *b
 	       a->ldb == b->ldb && a->ldc == b->ldc && a->stride_a == b->stride_a &&
 	       a->stride_b == b->stride_b && a->stride_c == b->stride_c &&
 	       (a->batch > 1 ? a->batch : 1) == (b->batch > 1 ? b->batch : 1) &&
-	       a->trans_b == b->trans_b && !a->bias == !b->bias;
+	       a->trans_b == b->trans_b && !a->bias == !b->bias && !a->accumulate == !b->accumulate;
 }
 
 int haccel__gemm_run(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op)
@@ -311,8 +311,9 @@ int haccel__gemm_run(struct haccel__gpu *g, void *stream, const struct haccel__g
 		uint64_t p = op->bias;
 		b->DescSet(s->desc, LT_DESC_BIAS_POINTER, &p, sizeof(p));
 	}
-	st = b->Matmul(b->handle, s->desc, &one, op->B, s->la, op->A, s->lb, &zero, op->C, s->lc,
-		       op->C, s->lc, s->algo, ws, WORKSPACE_BYTES, stream);
+	st = b->Matmul(b->handle, s->desc, &one, op->B, s->la, op->A, s->lb,
+		       op->accumulate ? &one : &zero, op->C, s->lc, op->C, s->lc, s->algo, ws,
+		       WORKSPACE_BYTES, stream);
 	return st ? lt_fail(g, st, "cublasLtMatmul") : 0;
 }
 

@@ -20,7 +20,8 @@
  * where A is bf16 with rows of lda elements, op(B) = B^T for B stored
  * [N][K] (trans_b = 1, a torch Linear's weight) or B for B stored [K][N]
  * (trans_b = 0), rows of ldb elements; C is fp32 with rows of ldc. Batch
- * b's matrices start stride_* elements after batch b - 1's.
+ * b's matrices start stride_* elements after batch b - 1's. With
+ * accumulate set, C_b += that instead (cuBLASLt's beta = 1, in place).
  */
 struct haccel__gemm {
 	uint32_t M, N, K;
@@ -29,6 +30,7 @@ struct haccel__gemm {
 	int64_t stride_a, stride_b, stride_c;
 	uint32_t batch;        /* 0 or 1: one GEMM */
 	uint32_t trans_b;
+	uint32_t accumulate;
 };
 
 /* Run it on stream (NULL: g's stream). Returns 0, -ENODEV (no cuBLASLt:

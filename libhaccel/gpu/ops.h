@@ -63,6 +63,16 @@ int haccel__cuda_attn_res_mix(struct haccel__gpu *g, void *stream,
 			      uint64_t src_stride, uint32_t n_src,
 			      haccel__dptr query, haccel__dptr norm_w,
 			      uint32_t T, uint32_t D, float eps);
+/* The mix, then the next layer's input norm of h with weight out_w (0:
+ * none) and the same eps, in bf16 into yb [T][D] (h is written too): with
+ * more than 8 tokens the bits of the mix then haccel__cuda_rmsnorm_bf16;
+ * with fewer, the norm's sum in another order. */
+int haccel__cuda_attn_res_mix_norm(struct haccel__gpu *g, void *stream,
+				   haccel__dptr yb, haccel__dptr h,
+				   haccel__dptr src0, uint64_t src_stride,
+				   uint32_t n_src, haccel__dptr query,
+				   haccel__dptr norm_w, haccel__dptr out_w,
+				   uint32_t T, uint32_t D, float eps);
 /* y = a + b over n floats (y may alias a or b). */
 int haccel__cuda_add(struct haccel__gpu *g, void *stream, haccel__dptr y,
 		     haccel__dptr a, haccel__dptr b, size_t n);

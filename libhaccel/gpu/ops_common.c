@@ -133,10 +133,10 @@ int haccel__cuda_copy_rows(struct haccel__gpu *g, void *stream, haccel__dptr dst
 
 #define ARM_CLUSTER_TOKENS 8
 
-int haccel__cuda_attn_res_mix(struct haccel__gpu *g, void *stream, haccel__dptr h,
-			      haccel__dptr src0, uint64_t src_stride, uint32_t n_src,
-			      haccel__dptr query, haccel__dptr norm_w, uint32_t T, uint32_t D,
-			      float eps)
+int haccel__cuda_attn_res_mix_norm(struct haccel__gpu *g, void *stream, haccel__dptr yb,
+				   haccel__dptr h, haccel__dptr src0, uint64_t src_stride,
+				   uint32_t n_src, haccel__dptr query, haccel__dptr norm_w,
+				   haccel__dptr out_w, uint32_t T, uint32_t D, float eps)
 {
 	FN("haccel_attn_res_mix");
 	if (n_src > 64 || !n_src)
@@ -162,10 +162,19 @@ int haccel__cuda_attn_res_mix(struct haccel__gpu *g, void *stream, haccel__dptr 
 		if (ret)
 			return ret;
 		return HACCEL__LAUNCH(g, f8, T, 8, 1, 256, 1, 1, 0, stream, &h, &src0, &src_stride,
-				      &n_src, &query, &norm_w, &T, &D, &eps);
+				      &n_src, &query, &norm_w, &T, &D, &eps, &yb, &out_w);
 	}
 	return HACCEL__LAUNCH(g, fn, T, 1, 1, row_threads(D), 1, 1, 0, stream, &h, &src0,
-			      &src_stride, &n_src, &query, &norm_w, &T, &D, &eps);
+			      &src_stride, &n_src, &query, &norm_w, &T, &D, &eps, &yb, &out_w);
+}
+
+int haccel__cuda_attn_res_mix(struct haccel__gpu *g, void *stream, haccel__dptr h,
+			      haccel__dptr src0, uint64_t src_stride, uint32_t n_src,
+			      haccel__dptr query, haccel__dptr norm_w, uint32_t T, uint32_t D,
+			      float eps)
+{
+	return haccel__cuda_attn_res_mix_norm(g, stream, 0, h, src0, src_stride, n_src, query,
+					      norm_w, 0, T, D, eps);
 }
 
 int haccel__cuda_add(struct haccel__gpu *g, void *stream, haccel__dptr y, haccel__dptr a,

@@ -59,7 +59,7 @@ struct haccel__gmodel {
 	struct haccel__model_weights w; /* device addresses, as float * */
 
 	uint64_t ws, ws_bytes;          /* workspace */
-	uint64_t h, y, res, buf[N_BUF], bf[N_BF];
+	uint64_t h, res, buf[N_BUF], bf[N_BF];
 	uint64_t sel, n_sel, idx_scratch, mla_scratch, kda_scratch;
 	uint64_t rows_x, rows_xb, logits;
 	uint64_t in;                    /* the step's inputs (below) */
@@ -203,7 +203,6 @@ int haccel__gmodel_setup(struct haccel_model *m)
 
 #define CARVE(field, bytes) (gm->field = o, o += up(bytes))
 	CARVE(h, (uint64_t)Tm * D * 4);
-	CARVE(y, (uint64_t)Tm * D * 4);
 	CARVE(res, (uint64_t)nres * Tm * D * 4);
 	for (int i = 0; i < N_BUF; i++)
 		CARVE(buf[i], (uint64_t)Tm * w * 4);
@@ -249,7 +248,7 @@ int haccel__gmodel_setup(struct haccel_model *m)
 	if (ret)
 		return ret;
 	/* Offsets become addresses. */
-	uint64_t *fields[] = { &gm->h, &gm->y, &gm->res, &gm->rows_x, &gm->rows_xb,
+	uint64_t *fields[] = { &gm->h, &gm->res, &gm->rows_x, &gm->rows_xb,
 			       &gm->logits, &gm->in };
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
 		*fields[i] += gm->ws;
@@ -349,6 +348,10 @@ struct fwd {
 	uint32_t T, n_seg, R;   /* rows, segments, logit rows */
 	uint32_t max_pos;       /* the largest position (indexer bound) */
 	bool decode;            /* one token per segment: the recurrent kernel */
+	/* Where a sublayer's output projection goes: written to out, or
+	 * added to it (the residual stream or its current block). */
+	uint64_t out;
+	bool accum;
 };
 
 #define TRY(call)                  \
@@ -398,6 +401,19 @@ static int linear_n(struct haccel__gmodel *gm, uint64_t const *y, uint64_t x, in
 	for (uint32_t i = 0; i < n; i++)
 		TRY(haccel__cuda_linear(gm->g, NULL, y[i], x, ldx, W[i], 0, T, N, K));
 	return 0;
+}
+
+/* A sublayer's output projection x[T][K] . W[N][K]^T into f->out (added
+ * to it with f->accum), in the GEMM's epilogue. */
+static int out_proj(struct haccel__gmodel *gm, const struct fwd *f, uint64_t x, uint32_t K,
+		    uint64_t W, uint32_t N)
+{
+	struct haccel__gemm op = {
+		.M = f->T, .N = N, .K = K, .A = x, .B = W, .C = f->out,
+		.lda = K, .ldb = K, .ldc = N, .batch = 1, .trans_b = 1, .accumulate = f->accum,
+	};
+
+	return haccel__gemm_run(gm->g, NULL, &op);
 }
 
 static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
@@ -466,7 +482,7 @@ static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	}
 	TRY(haccel__cuda_gated_rmsnorm_bf16(g, NULL, ob, o, og, F(W->o_norm), T, H, V,
 					    m->c.rms_norm_eps));
-	return haccel__cuda_linear(g, NULL, gm->y, ob, HV, F(W->o), 0, T, D, HV);
+	return out_proj(gm, f, ob, HV, F(W->o), D);
 }
 
 static int dsa_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
@@ -563,7 +579,7 @@ static int dsa_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	};
 	TRY(haccel__gemm_run(g, NULL, &uv));
 	TRY(to_bf(gm, NULL, ob, o, (size_t)T * H * dv));
-	return haccel__cuda_linear(g, NULL, gm->y, ob, H * dv, F(W->o), 0, T, D, H * dv);
+	return out_proj(gm, f, ob, H * dv, F(W->o), D);
 }
 
 static int mlp(struct haccel_model *m, uint32_t li, const struct fwd *f)
@@ -578,7 +594,7 @@ static int mlp(struct haccel_model *m, uint32_t li, const struct fwd *f)
 
 	TRY(linear_n(gm, ys, xb, D, ws, 2, T, I, D));
 	TRY(haccel__cuda_swiglu_bf16(g, NULL, gb, gg, u, (size_t)T * I));
-	return haccel__cuda_linear(g, NULL, gm->y, gb, I, F(L->down), 0, T, D, I);
+	return out_proj(gm, f, gb, I, F(L->down), D);
 }
 
 /* Every layer, then the logits of the R rows listed in the inputs. */
@@ -604,29 +620,30 @@ static int forward(struct haccel_model *m, const struct fwd *f)
 			uint32_t j = 2 * li + sub;
 			uint64_t h = gm->res;
 
-			if (c->attn_res) {
-				TRY(haccel__cuda_attn_res_mix(g, NULL, gm->h, blocks, TD,
-							      nb + (partial ? 1 : 0),
-							      F(sub ? L->ar_mlp_q : L->ar_mixer_q),
-							      F(sub ? L->ar_mlp_norm : L->ar_mixer_norm),
-							      T, D, c->rms_norm_eps));
-				h = gm->h;
-			}
-			/* The layer's input, in bf16 for its GEMMs (bf[0]). */
-			TRY(haccel__cuda_rmsnorm_bf16(g, NULL, gm->bf[0], h,
-						      F(sub ? L->post_norm : L->in_norm), T, D,
-						      c->rms_norm_eps));
+			/* The layer's input, in bf16 for its GEMMs (bf[0]): the
+			 * mix and the norm in one kernel. */
+			if (c->attn_res)
+				TRY(haccel__cuda_attn_res_mix_norm(
+					g, NULL, gm->bf[0], gm->h, blocks, TD, nb + (partial ? 1 : 0),
+					F(sub ? L->ar_mlp_q : L->ar_mixer_q),
+					F(sub ? L->ar_mlp_norm : L->ar_mixer_norm),
+					F(sub ? L->post_norm : L->in_norm), T, D, c->rms_norm_eps));
+			else
+				TRY(haccel__cuda_rmsnorm_bf16(g, NULL, gm->bf[0], h,
+							      F(sub ? L->post_norm : L->in_norm), T,
+							      D, c->rms_norm_eps));
+			/* The output projection starts block nb or adds to it
+			 * (to the residual stream without attention residuals). */
+			struct fwd fl = *f;
+
+			fl.out = c->attn_res ? blocks + (uint64_t)nb * TD * 4 : gm->res;
+			fl.accum = !c->attn_res || partial;
 			if (sub)
-				TRY(mlp(m, li, f));
+				TRY(mlp(m, li, &fl));
 			else if (c->layer_type[li] == HACCEL__LAYER_KDA)
-				TRY(kda_layer(m, li, f));
+				TRY(kda_layer(m, li, &fl));
 			else
-				TRY(dsa_layer(m, li, f));
-			uint64_t acc = c->attn_res ? blocks + (uint64_t)nb * TD * 4 : gm->res;
-			if (c->attn_res && !partial)
-				TRY(HACCEL__CU(m->ctx, gm->cu->MemcpyDtoDAsync(acc, gm->y, TD * 4, g->stream)));
-			else
-				TRY(haccel__cuda_add(g, NULL, acc, acc, gm->y, TD));
+				TRY(dsa_layer(m, li, &fl));
 			if (c->attn_res) {
 				partial = true;
 				if ((j + 1) % c->attn_res_block_size == 0) {
