@@ -138,6 +138,42 @@ HACCEL_K void haccel_copy_rows(float *dst, uint32_t dst_ld, const float *src, ui
  */
 #define ARM_B_G 4
 
+/*
+ * The logits of G sources from each thread's partial sums ss (x^2) and dot
+ * (q x w): block_sum (kutil.cuh) of each in one round (warp sums, the
+ * warps' through sh, 2 G x 32 floats), l = dot rsqrt(ss / D + eps) of the
+ * first ng to a[] (thread 0), their max into *mx (every thread).
+ */
+template <int G>
+__device__ __forceinline__ void arm_logits(float *ss, float *dot, float *sh, float *a,
+					   uint32_t ng, uint32_t D, float eps, float *mx)
+{
+	uint32_t lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+
+#pragma unroll
+	for (int j = 0; j < G; j++) {
+		ss[j] = warp_sum(ss[j]);
+		dot[j] = warp_sum(dot[j]);
+	}
+	__syncthreads();
+	if (lane == 0)
+#pragma unroll
+		for (int j = 0; j < G; j++) {
+			sh[(2 * j) * 32 + w] = ss[j];
+			sh[(2 * j + 1) * 32 + w] = dot[j];
+		}
+	__syncthreads();
+	for (uint32_t j = 0; j < ng; j++) {
+		float s2 = warp_sum(lane < nw ? sh[(2 * j) * 32 + lane] : 0.0f);
+		float d2 = warp_sum(lane < nw ? sh[(2 * j + 1) * 32 + lane] : 0.0f);
+		float l = d2 * rsqrtf(s2 / (float)D + eps);
+
+		if (threadIdx.x == 0)
+			a[j] = l;
+		*mx = fmaxf(*mx, l);
+	}
+}
+
 HACCEL_K void haccel_attn_res_mix(float *h, const float *src0, uint64_t src_stride,
 				  uint32_t n_src, const float *query, const float *norm_w,
 				  uint32_t T, uint32_t D, float eps, uint16_t *yb,
@@ -146,7 +182,6 @@ HACCEL_K void haccel_attn_res_mix(float *h, const float *src0, uint64_t src_stri
 	__shared__ float sh[32 * 2 * ARM_B_G];
 	__shared__ float a[64];
 	size_t t = blockIdx.x;
-	uint32_t lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
 	float mx = -INFINITY, sum = 0.0f;
 
 	(void)T;
@@ -169,29 +204,7 @@ HACCEL_K void haccel_attn_res_mix(float *h, const float *src0, uint64_t src_stri
 					dot[j] += qd * x * nd;
 				}
 		}
-		/* block_sum (kutil.cuh) of each, in one round */
-#pragma unroll
-		for (int j = 0; j < ARM_B_G; j++) {
-			ss[j] = warp_sum(ss[j]);
-			dot[j] = warp_sum(dot[j]);
-		}
-		__syncthreads();
-		if (lane == 0)
-#pragma unroll
-			for (int j = 0; j < ARM_B_G; j++) {
-				sh[(2 * j) * 32 + w] = ss[j];
-				sh[(2 * j + 1) * 32 + w] = dot[j];
-			}
-		__syncthreads();
-		for (uint32_t j = 0; j < ng; j++) {
-			float s2 = warp_sum(lane < nw ? sh[(2 * j) * 32 + lane] : 0.0f);
-			float d2 = warp_sum(lane < nw ? sh[(2 * j + 1) * 32 + lane] : 0.0f);
-			float l = d2 * rsqrtf(s2 / (float)D + eps);
-
-			if (threadIdx.x == 0)
-				a[i0 + j] = l;
-			mx = fmaxf(mx, l);
-		}
+		arm_logits<ARM_B_G>(ss, dot, sh, a + i0, ng, D, eps, &mx);
 	}
 	__syncthreads();
 	for (uint32_t i = 0; i < n_src; i++)
@@ -215,6 +228,91 @@ HACCEL_K void haccel_attn_res_mix(float *h, const float *src0, uint64_t src_stri
 
 		rmsnorm_row(h, out_w, D, eps,
 			    [&](uint32_t d, float v) { yr[d] = hac_bf16_from_float(v); });
+	}
+}
+
+/*
+ * The same mix for up to ARM_R_SRC sources with each thread on at most
+ * ARM_R_DPT dims (D <= ARM_R_DPT blockDim): the sources are read once,
+ * into registers, and the weighted sum and the norm come from them (no
+ * second read of the sources, no read back of h). The sums run in the
+ * order of haccel_attn_res_mix's (per source over the thread's dims in
+ * order, then block reductions), so the results are the same bits.
+ */
+#define ARM_R_SRC 8
+#define ARM_R_DPT 2
+
+HACCEL_K void __launch_bounds__(1024)
+haccel_attn_res_mix_r(float *h, const float *src0, uint64_t src_stride, uint32_t n_src,
+		      const float *query, const float *norm_w, uint32_t T, uint32_t D, float eps,
+		      uint16_t *yb, const float *out_w)
+{
+	__shared__ float sh[32 * 2 * ARM_R_SRC];
+	__shared__ float a[ARM_R_SRC];
+	__shared__ float nsh[32];
+	size_t t = blockIdx.x;
+	float x[ARM_R_DPT][ARM_R_SRC], ss[ARM_R_SRC], dot[ARM_R_SRC], acc[ARM_R_DPT];
+	float mx = -INFINITY, sum = 0.0f;
+
+	(void)T;
+#pragma unroll
+	for (uint32_t k = 0; k < ARM_R_DPT; k++) {
+		uint32_t d = threadIdx.x + k * blockDim.x;
+		bool ok = d < D;
+
+#pragma unroll
+		for (uint32_t j = 0; j < ARM_R_SRC; j++)
+			x[k][j] = ok && j < n_src ? src0[j * src_stride + t * D + d] : 0.0f;
+	}
+#pragma unroll
+	for (uint32_t j = 0; j < ARM_R_SRC; j++)
+		ss[j] = dot[j] = 0.0f;
+#pragma unroll
+	for (uint32_t k = 0; k < ARM_R_DPT; k++) {
+		uint32_t d = threadIdx.x + k * blockDim.x;
+
+		if (d >= D)
+			continue;
+		float qd = query[d], nd = norm_w[d];
+#pragma unroll
+		for (uint32_t j = 0; j < ARM_R_SRC; j++) {
+			ss[j] += x[k][j] * x[k][j];
+			dot[j] += qd * x[k][j] * nd;
+		}
+	}
+	arm_logits<ARM_R_SRC>(ss, dot, sh, a, n_src, D, eps, &mx);
+	__syncthreads();
+	for (uint32_t i = 0; i < n_src; i++)
+		sum += expf(a[i] - mx);
+	__syncthreads();
+	if (threadIdx.x < n_src)
+		a[threadIdx.x] = expf(a[threadIdx.x] - mx) / sum;
+	__syncthreads();
+	float sq = 0.0f;
+#pragma unroll
+	for (uint32_t k = 0; k < ARM_R_DPT; k++) {
+		uint32_t d = threadIdx.x + k * blockDim.x;
+
+		acc[k] = 0.0f;
+		if (d >= D)
+			continue;
+		for (uint32_t j = 0; j < n_src; j++)
+			acc[k] += a[j] * x[k][j];
+		h[t * D + d] = acc[k];
+		sq += acc[k] * acc[k];
+	}
+	if (!yb)
+		return;
+	/* The norm as rmsnorm_row sums it: the thread's dims in order, then
+	 * a block_sum. */
+	float r = rsqrtf(block_sum(sq, nsh) / (float)D + eps);
+	uint16_t *yr = yb + t * D;
+#pragma unroll
+	for (uint32_t k = 0; k < ARM_R_DPT; k++) {
+		uint32_t d = threadIdx.x + k * blockDim.x;
+
+		if (d < D)
+			yr[d] = hac_bf16_from_float(acc[k] * r * (out_w ? out_w[d] : 1.0f));
 	}
 }
 

@@ -187,8 +187,9 @@ static void test_bf16(void)
 }
 
 /*
- * The residual mix, 2e-5 relative, on both kernels: 6 tokens (a cluster
- * of 8 blocks a token), 40 and 140 (a block a token); 1..64 sources; D
+ * The residual mix, 2e-5 relative, on its kernels: 6 tokens (a cluster
+ * of 8 blocks a token), 40 and 140 (a block a token; with at most 8
+ * sources and 2048 dims, the sources held in registers); 1..64 sources; D
  * split over a cluster's blocks evenly (1024), raggedly (2088, 100:
  * slices shorter than a warp) and in several tiles of 256 a block (5000).
  * The query is scaled to 0.05 sqrt(1024 / D), so
@@ -201,7 +202,8 @@ static void test_attn_res_mix(void)
 	struct haccel__gpu *g = gpu_open();
 	static const uint32_t cfg[][3] = { { 6, 1024, 1 }, { 6, 1024, 5 }, { 6, 1024, 9 },
 					   { 6, 2088, 33 }, { 6, 100, 3 },  { 6, 5000, 64 },
-					   { 40, 1024, 9 }, { 40, 2088, 33 }, { 140, 2088, 33 } };
+					   { 40, 1024, 9 }, { 40, 2088, 33 }, { 140, 2088, 33 },
+					   { 40, 2048, 5 }, { 140, 1000, 8 }, { 40, 100, 1 } };
 
 	for (unsigned int c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
 		uint32_t T = cfg[c][0], D = cfg[c][1], ns = cfg[c][2];

@@ -164,6 +164,18 @@ int haccel__cuda_attn_res_mix_norm(struct haccel__gpu *g, void *stream, haccel__
 		return HACCEL__LAUNCH(g, f8, T, 8, 1, 256, 1, 1, 0, stream, &h, &src0, &src_stride,
 				      &n_src, &query, &norm_w, &T, &D, &eps, &yb, &out_w);
 	}
+	/* Few sources, two dims a thread at most (common.cu, ARM_R_*): the
+	 * sources held in registers. */
+	if (n_src <= 8 && D <= 2 * row_threads(D)) {
+		void *fr;
+
+		ret = haccel__gpu_fn(g, "haccel_attn_res_mix_r", &fr);
+		if (ret)
+			return ret;
+		return HACCEL__LAUNCH(g, fr, T, 1, 1, row_threads(D), 1, 1, 0, stream, &h, &src0,
+				      &src_stride, &n_src, &query, &norm_w, &T, &D, &eps, &yb,
+				      &out_w);
+	}
 	return HACCEL__LAUNCH(g, fn, T, 1, 1, row_threads(D), 1, 1, 0, stream, &h, &src0,
 			      &src_stride, &n_src, &query, &norm_w, &T, &D, &eps, &yb, &out_w);
 }
