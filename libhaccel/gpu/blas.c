@@ -38,7 +38,9 @@ struct lt_heuristic {             /* cublasLtMatmulHeuristicResult_t */
 };
 
 #define WORKSPACE_BYTES (32u << 20)
-#define MAX_SHAPES 512
+/* A decode bucket uses about 22 shapes (batched, accumulating and plain
+ * GEMMs), and so does each prefill chunk of a length not seen before. */
+#define MAX_SHAPES 4096
 
 struct shape {
 	struct haccel__gemm key;  /* pointers zeroed */
