@@ -8,6 +8,7 @@
 #define HACCEL_TESTS_GPU_UTIL_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,22 @@ static inline void gpu_down(void *dst, haccel__dptr src, size_t bytes)
 	KTAP_ASSERT(gpu_g->cu->StreamSynchronize(gpu_g->stream) == 0);
 	if (bytes)
 		KTAP_ASSERT(gpu_g->cu->MemcpyDtoH(dst, src, bytes) == 0);
+}
+
+/* Whether two device buffers of bytes hold the same bytes (after the
+ * stream's work). */
+static inline bool gpu_same(haccel__dptr a, haccel__dptr b, size_t bytes)
+{
+	uint8_t *x = malloc(bytes ? bytes : 1), *y = malloc(bytes ? bytes : 1);
+	bool same;
+
+	KTAP_ASSERT(x && y);
+	gpu_down(x, a, bytes);
+	gpu_down(y, b, bytes);
+	same = memcmp(x, y, bytes) == 0;
+	free(x);
+	free(y);
+	return same;
 }
 
 static inline void gpu_sync(void)

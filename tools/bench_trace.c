@@ -77,23 +77,6 @@ static uint64_t kend(const struct trace_kernel *k)
 	return k->end > k->start ? k->end : k->start;
 }
 
-/* The name of name index idx (by_name sorted, name_of from it). */
-static const char *pair_name(const struct trace_kernel *const *by_name, size_t n,
-			     const size_t *name_of, const struct trace_kernel *k, size_t idx)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (name_of[by_name[mid] - k] < idx)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return kname(by_name[lo]);
-}
-
 int trace_gaps(const struct trace_kernel *k, size_t n, const uint64_t *win_start,
 	       const uint64_t *win_end, size_t nwin, struct trace_summary *s)
 {
@@ -233,17 +216,8 @@ int trace_gaps(const struct trace_kernel *k, size_t n, const uint64_t *win_start
 		s->gap_fraction = (double)(s->total_span_ns - s->total_busy_ns) /
 				  (double)s->total_span_ns;
 
-	/* Only names seen inside a window count. */
-	size_t seen = 0;
-	for (size_t i = 0; i < nnames; i++)
-		if (names[i].count)
-			names[seen++] = names[i];
-	qsort(names, seen, sizeof(*names), cmp_time);
-	s->names = seen;
-	s->ntop = seen < TRACE_TOP ? seen : TRACE_TOP;
-	memcpy(s->top, names, s->ntop * sizeof(*names));
-	/* The pairs around the most idle time (names[] is reordered by
-	 * now: the pair table's indices are those of name_of). */
+	/* The pairs around the most idle time (before names[] is
+	 * reordered: the pair table's indices are those of name_of). */
 	for (size_t i = 0; pairs && i < nnames * nnames; i++) {
 		size_t j;
 
@@ -256,10 +230,18 @@ int trace_gaps(const struct trace_kernel *k, size_t n, const uint64_t *win_start
 			s->gaps[j] = s->gaps[j - 1];
 			j--;
 		}
-		s->gaps[j] = (struct trace_gap){ pair_name(by_name, n, name_of, k, i / nnames),
-						 pair_name(by_name, n, name_of, k, i % nnames),
+		s->gaps[j] = (struct trace_gap){ names[i / nnames].name, names[i % nnames].name,
 						 pairs[i].ns, pairs[i].count };
 	}
+	/* Only names seen inside a window count. */
+	size_t seen = 0;
+	for (size_t i = 0; i < nnames; i++)
+		if (names[i].count)
+			names[seen++] = names[i];
+	qsort(names, seen, sizeof(*names), cmp_time);
+	s->names = seen;
+	s->ntop = seen < TRACE_TOP ? seen : TRACE_TOP;
+	memcpy(s->top, names, s->ntop * sizeof(*names));
 	ret = 0;
 out:
 	free(by_start);

@@ -71,8 +71,8 @@ int haccel__cuda_kda_conv_n(struct haccel__gpu *g, void *stream, uint32_t n,
 	/* W = 0 does nothing, as the CPU op. */
 	if (!T || !C || !W || !n_seg || !n)
 		return 0;
-	if (n > 1 && !(spaced(out, n, 4, &go) && spaced(in, n, 4, &gi) && spaced(w, n, 4, &gw) &&
-		       spaced(tail_base, n, 1, &gt))) {
+	if (!(spaced(out, n, 4, &go) && spaced(in, n, 4, &gi) && spaced(w, n, 4, &gw) &&
+	      spaced(tail_base, n, 1, &gt))) {
 		for (uint32_t i = 0; i < n; i++) {
 			int r = haccel__cuda_kda_conv_n(g, stream, 1, &out[i], &in[i], &w[i],
 							&tail_base[i], T, C, W, n_seg, seg_off,
@@ -82,8 +82,6 @@ int haccel__cuda_kda_conv_n(struct haccel__gpu *g, void *stream, uint32_t n,
 		}
 		return 0;
 	}
-	if (n == 1)
-		go = gi = gw = gt = 0;
 	haccel__dptr o0 = out[0], i0 = in[0], w0 = w[0], t0 = tail_base[0];
 	FN("haccel_kda_conv");
 	ret = haccel__gpu_fn(g, "haccel_kda_conv_tail", &tail_fn);
@@ -229,32 +227,40 @@ int haccel__cuda_kda_chunked(struct haccel__gpu *g, void *stream, haccel__dptr q
 			      &seg_slot, &state_base, &slot_stride, &scratch);
 }
 
+/* Blocks of 8 rows for the T x H rows: -EINVAL past the grid, 0 when
+ * there is nothing to do. */
+static int64_t gated_blocks(uint32_t T, uint32_t H, uint32_t V, uint64_t *rows)
+{
+	*rows = (uint64_t)T * H;
+	if ((*rows + 7) / 8 > 0x7fffffffu)
+		return -EINVAL;
+	return *rows && V ? (int64_t)((*rows + 7) / 8) : 0;
+}
+
 int haccel__cuda_gated_rmsnorm(struct haccel__gpu *g, void *stream, haccel__dptr o,
 			       haccel__dptr gate, haccel__dptr w, uint32_t T, uint32_t H,
 			       uint32_t V, float eps)
 {
-	uint64_t rows = (uint64_t)T * H;
+	uint64_t rows;
+	int64_t nb = gated_blocks(T, H, V, &rows);
 
-	if ((rows + 7) / 8 > 0x7fffffffu)
-		return -EINVAL;
-	if (!rows || !V)
-		return 0;
+	if (nb <= 0)
+		return (int)nb;
 	FN("haccel_kda_gated_rmsnorm");
-	return HACCEL__LAUNCH(g, fn, (unsigned int)((rows + 7) / 8), 1, 1, 256, 1, 1, 0, stream,
-			      &o, &gate, &w, &V, &rows, &eps);
+	return HACCEL__LAUNCH(g, fn, (unsigned int)nb, 1, 1, 256, 1, 1, 0, stream, &o, &gate, &w,
+			      &V, &rows, &eps);
 }
 
 int haccel__cuda_gated_rmsnorm_bf16(struct haccel__gpu *g, void *stream, haccel__dptr y,
 				    haccel__dptr o, haccel__dptr gate, haccel__dptr w, uint32_t T,
 				    uint32_t H, uint32_t V, float eps)
 {
-	uint64_t rows = (uint64_t)T * H;
+	uint64_t rows;
+	int64_t nb = gated_blocks(T, H, V, &rows);
 
-	if ((rows + 7) / 8 > 0x7fffffffu)
-		return -EINVAL;
-	if (!rows || !V)
-		return 0;
+	if (nb <= 0)
+		return (int)nb;
 	FN("haccel_kda_gated_rmsnorm_bf16");
-	return HACCEL__LAUNCH(g, fn, (unsigned int)((rows + 7) / 8), 1, 1, 256, 1, 1, 0, stream,
-			      &y, &o, &gate, &w, &V, &rows, &eps);
+	return HACCEL__LAUNCH(g, fn, (unsigned int)nb, 1, 1, 256, 1, 1, 0, stream, &y, &o, &gate,
+			      &w, &V, &rows, &eps);
 }

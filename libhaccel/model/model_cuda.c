@@ -431,33 +431,22 @@ static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	uint64_t stride = m->sl.slot_bytes;
 	uint64_t so = IN(gm, gm->o_seg_off), ss = IN(gm, gm->o_seg_slot);
 
-	if (HK == HV) {
-		uint64_t ys[3] = { q, kk, v }, ws[3] = { F(W->q), F(W->k), F(W->v) };
+	/* q, k and v in one GEMM and one convolution launch when v has
+	 * their shape (HV = HK), else each on its own. */
+	uint32_t nq = HK == HV ? 3 : 1;
+	uint64_t ys[3] = { q, kk, v }, ws[3] = { F(W->q), F(W->k), F(W->v) };
+	uint64_t co[3] = { qc, kc, vc }, cw[3] = { F(W->q_conv), F(W->k_conv), F(W->v_conv) };
+	uint64_t ct[3] = { base + m->sl.conv_q_offset, base + m->sl.conv_k_offset,
+			   base + m->sl.conv_v_offset };
 
-		TRY(linear_n(gm, ys, xb, D, ws, 3, T, HK, D));
-	} else {
-		TRY(haccel__cuda_linear(g, NULL, q, xb, D, F(W->q), 0, T, HK, D));
-		TRY(haccel__cuda_linear(g, NULL, kk, xb, D, F(W->k), 0, T, HK, D));
-		TRY(haccel__cuda_linear(g, NULL, v, xb, D, F(W->v), 0, T, HV, D));
-	}
-	if (HK == HV) {
-		/* One launch for the three (when their buffers, weights and
-		 * tails are equally spaced, as they are laid out). */
-		uint64_t co[3] = { qc, kc, vc }, ci[3] = { q, kk, v };
-		uint64_t cw[3] = { F(W->q_conv), F(W->k_conv), F(W->v_conv) };
-		uint64_t ct[3] = { base + m->sl.conv_q_offset, base + m->sl.conv_k_offset,
-				   base + m->sl.conv_v_offset };
-
-		TRY(haccel__cuda_kda_conv_n(g, NULL, 3, co, ci, cw, ct, T, HK, Wc, f->n_seg, so, ss,
-					    stride));
-	} else {
-		TRY(haccel__cuda_kda_conv(g, NULL, qc, q, T, HK, F(W->q_conv), Wc, f->n_seg, so, ss,
-					  base + m->sl.conv_q_offset, stride));
-		TRY(haccel__cuda_kda_conv(g, NULL, kc, kk, T, HK, F(W->k_conv), Wc, f->n_seg, so, ss,
-					  base + m->sl.conv_k_offset, stride));
-		TRY(haccel__cuda_kda_conv(g, NULL, vc, v, T, HV, F(W->v_conv), Wc, f->n_seg, so, ss,
-					  base + m->sl.conv_v_offset, stride));
-	}
+	TRY(linear_n(gm, ys, xb, D, ws, nq, T, HK, D));
+	for (uint32_t i = nq; i < 3; i++)
+		TRY(haccel__cuda_linear(g, NULL, ys[i], xb, D, ws[i], 0, T, i == 2 ? HV : HK, D));
+	TRY(haccel__cuda_kda_conv_n(g, NULL, nq, co, ys, cw, ct, T, HK, Wc, f->n_seg, so, ss,
+				    stride));
+	for (uint32_t i = nq; i < 3; i++)
+		TRY(haccel__cuda_kda_conv(g, NULL, co[i], ys[i], T, i == 2 ? HV : HK, cw[i], Wc,
+					  f->n_seg, so, ss, ct[i], stride));
 	TRY(haccel__cuda_linear(g, NULL, tmp, xb, D, F(W->f_a), 0, T, k->gate_rank, D));
 	TRY(to_bf(gm, NULL, tb, tmp, (size_t)T * k->gate_rank));
 	TRY(haccel__cuda_linear(g, NULL, gt, tb, k->gate_rank, F(W->f_b), 0, T, HK, k->gate_rank));
@@ -618,7 +607,6 @@ static int forward(struct haccel_model *m, const struct fwd *f)
 
 		for (uint32_t sub = 0; sub < 2; sub++) {
 			uint32_t j = 2 * li + sub;
-			uint64_t h = gm->res;
 
 			/* The layer's input, in bf16 for its GEMMs (bf[0]): the
 			 * mix and the norm in one kernel. */
@@ -629,7 +617,7 @@ static int forward(struct haccel_model *m, const struct fwd *f)
 					F(sub ? L->ar_mlp_norm : L->ar_mixer_norm),
 					F(sub ? L->post_norm : L->in_norm), T, D, c->rms_norm_eps));
 			else
-				TRY(haccel__cuda_rmsnorm_bf16(g, NULL, gm->bf[0], h,
+				TRY(haccel__cuda_rmsnorm_bf16(g, NULL, gm->bf[0], gm->res,
 							      F(sub ? L->post_norm : L->in_norm), T,
 							      D, c->rms_norm_eps));
 			/* The output projection starts block nb or adds to it
