@@ -39,7 +39,6 @@
  * sums (G_i - G_j, j <= i, G_last - G_j) or of G_i itself, never a ratio.
  */
 #include <cuda_pipeline.h>
-#include <mma.h>
 
 #include "model/cpu/ops.h"
 
@@ -408,17 +407,121 @@ __host__ __device__ __forceinline__ size_t kda_chunk_floats(uint32_t K, uint32_t
 #define KDA_OFF_U(K) ((size_t)3 * KDA_C * (K) + (K))
 #define KDA_OFF_Q(K, V) (KDA_OFF_U(K) + (size_t)KDA_C * (V))
 
+/*
+ * 3xTF32 on mma.sync m16n8k8: each fp32 operand x is split into
+ * hi = tf32(x) (rounded to nearest) and lo = x - hi (exact); the tensor
+ * cores read a tf32 operand's 19 high bits, so lo goes in as it is, cut
+ * to 10 mantissa bits (2^-21 of x). big += hi hi in one accumulator,
+ * small += lo hi + hi lo in another (lo lo is below fp32 rounding): two
+ * shorter dependency chains, summed at the end.
+ *
+ * Fragments (PTX ISA, mma m16n8k8 .tf32), lane = 4 g + t: A (16 x 8) a0
+ * (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4); B (8 x 8) b0
+ * (t, g), b1 (t + 4, g); C (16 x 8) c0, c1 (g, 2t + {0, 1}), c2, c3
+ * (g + 8, 2t + {0, 1}).
+ */
+struct kda_tf32 {
+	uint32_t hi, lo;
+};
+
+/* hi rounds to nearest (ties away from zero) by adding half a tf32 ulp
+ * to the bits: two integer instructions where cvt.rna.tf32 takes five
+ * (it also handles infinities and NaNs, which finite sums never are). */
+__device__ __forceinline__ kda_tf32 kda_split(float x)
+{
+	kda_tf32 r;
+
+	r.hi = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+	r.lo = __float_as_uint(x - __uint_as_float(r.hi));
+	return r;
+}
+
+__device__ __forceinline__ void kda_mma(float d[4], uint32_t a0, uint32_t a1, uint32_t a2,
+					uint32_t a3, uint32_t b0, uint32_t b1)
+{
+	asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, "
+	    "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+	    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* An A fragment: element (r, c) at p[r * rs + c * cs]. */
+struct kda_fa {
+	kda_tf32 x[4];
+};
+
+__device__ __forceinline__ kda_fa kda_load_a(const float *p, uint32_t rs, uint32_t cs)
+{
+	const uint32_t g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+	kda_fa a;
+
+	a.x[0] = kda_split(p[g * rs + t * cs]);
+	a.x[1] = kda_split(p[(g + 8) * rs + t * cs]);
+	a.x[2] = kda_split(p[g * rs + (t + 4) * cs]);
+	a.x[3] = kda_split(p[(g + 8) * rs + (t + 4) * cs]);
+	return a;
+}
+
+/* A B fragment of the row-major tile at p (stride ld). */
+struct kda_fb {
+	kda_tf32 x[2];
+};
+
+__device__ __forceinline__ kda_fb kda_load_b(const float *p, uint32_t ld)
+{
+	const uint32_t g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+	kda_fb b;
+
+	b.x[0] = kda_split(p[t * ld + g]);
+	b.x[1] = kda_split(p[(t + 4) * ld + g]);
+	return b;
+}
+
+__device__ __forceinline__ void kda_mma3(float big[4], float small[4], const kda_fa &a,
+					 const kda_fb &b)
+{
+	kda_mma(small, a.x[0].lo, a.x[1].lo, a.x[2].lo, a.x[3].lo, b.x[0].hi, b.x[1].hi);
+	kda_mma(small, a.x[0].hi, a.x[1].hi, a.x[2].hi, a.x[3].hi, b.x[0].lo, b.x[1].lo);
+	kda_mma(big, a.x[0].hi, a.x[1].hi, a.x[2].hi, a.x[3].hi, b.x[0].hi, b.x[1].hi);
+}
+
+/* Start copying rows x cols floats (cols % 4 == 0) from global (row
+ * stride gs) to shared (stride ss), 16 bytes a copy; columns from lim on
+ * and rows from rn on are zeros, stored now. Completes at a later
+ * __pipeline_wait_prior. For the chunked kernels' blocks of KDA_THREADS
+ * threads; with constant sizes the loop unrolls and divides by shifts. */
+#define KDA_THREADS 256u
+
+__device__ __forceinline__ void kda_copy_tile(float *dst, uint32_t ss, const float *src,
+					      size_t gs, uint32_t rows, uint32_t cols,
+					      uint32_t lim, uint32_t rn)
+{
+	const uint32_t c4 = cols / 4;
+
+#pragma unroll 8
+	for (uint32_t x = threadIdx.x; x < rows * c4; x += KDA_THREADS) {
+		const uint32_t r = x / c4, c = 4 * (x % c4);
+
+		if (c < lim && r < rn)
+			__pipeline_memcpy_async(dst + r * ss + c, src + r * gs + c, 16);
+		else
+			*(float4 *)(dst + r * ss + c) = kda_f4(0.0f);
+	}
+}
+
 /* Pass 1 shared memory, in floats, D = max(K, V, KDA_AP): G, kk, qq
- * [KDA_C][D + 1] (the + 1 spreads rows over banks) and beta [KDA_C].
- * A^T [KDA_C][KDA_AP] (rows 16-byte aligned) takes G's room once G is
- * dead. */
+ * [KDA_C][LD] and beta [KDA_C], LD = D rounded up to 16, plus 8: 8 times
+ * an odd number, so that the 8-byte fragment loads of 16 rows hit 32
+ * banks. A^T [KDA_C][KDA_AP] (rows 16-byte aligned) takes G's room once
+ * G is dead. */
 #define KDA_AP (KDA_C + 4)
 
 __host__ __device__ __forceinline__ uint32_t kda_prep_ld(uint32_t K, uint32_t V)
 {
 	uint32_t D = K > V ? K : V;
 
-	return (D > KDA_AP ? D : KDA_AP) + 1;
+	D = D > KDA_AP ? D : KDA_AP;
+	return (D + 15) / 16 * 16 + 8;
 }
 
 __host__ __device__ __forceinline__ size_t kda_prep_smem(uint32_t K, uint32_t V)
@@ -444,11 +547,13 @@ __device__ __forceinline__ float kda_exp(float x)
  * chunk index p minus that start; slots past the segment's chunks exit.
  * Needs K % 4 == 0, V % 4 == 0 and 16-byte aligned q, k, v, g.
  */
-HACCEL_K void __launch_bounds__(256, 2)
-	haccel_kda_chunk_prep(const float *q, const float *k, const float *v, const float *gt,
-			      const float *beta, uint32_t H, uint32_t K, uint32_t V,
-			      uint32_t n_seg, const uint32_t *seg_off, float *scratch)
+template <uint32_t KT, uint32_t VT>
+__device__ __forceinline__ void kda_chunk_prep(const float *q, const float *k, const float *v,
+					       const float *gt, const float *beta, uint32_t H,
+					       uint32_t Kr, uint32_t Vr, uint32_t n_seg,
+					       const uint32_t *seg_off, float *scratch)
 {
+	const uint32_t K = KT ? KT : Kr, V = VT ? VT : Vr;
 	const uint32_t tid = threadIdx.x, p = blockIdx.x, h = blockIdx.y;
 	const uint32_t LD = kda_prep_ld(K, V);
 	uint32_t lo = 0, hi = n_seg;
@@ -474,23 +579,15 @@ HACCEL_K void __launch_bounds__(256, 2)
 	float *out = scratch + ((size_t)p * H + h) * kda_chunk_floats(K, V);
 
 	/* Rows past n are zeros: they add nothing and G stays at G_{n-1}. */
-	for (uint32_t x = tid * 4; x < KDA_C * K; x += blockDim.x * 4) {
-		uint32_t i = x / K, c = x % K;
-		size_t src = (((size_t)t0 + i) * H + h) * K + c;
-		float4 g4 = kda_f4(0.0f), k4 = g4, q4 = g4;
+	const size_t src = ((size_t)t0 * H + h) * K;
 
-		if (i < n) {
-			g4 = *(const float4 *)(gt + src);
-			k4 = *(const float4 *)(k + src);
-			q4 = *(const float4 *)(q + src);
-		}
-		float *Gr = G + i * LD + c, *kr = kk + i * LD + c, *qr = qq + i * LD + c;
-		Gr[0] = g4.x, Gr[1] = g4.y, Gr[2] = g4.z, Gr[3] = g4.w;
-		kr[0] = k4.x, kr[1] = k4.y, kr[2] = k4.z, kr[3] = k4.w;
-		qr[0] = q4.x, qr[1] = q4.y, qr[2] = q4.z, qr[3] = q4.w;
-	}
+	kda_copy_tile(G, LD, gt + src, (size_t)H * K, KDA_C, K, K, n);
+	kda_copy_tile(kk, LD, k + src, (size_t)H * K, KDA_C, K, K, n);
+	kda_copy_tile(qq, LD, q + src, (size_t)H * K, KDA_C, K, K, n);
+	__pipeline_commit();
 	if (tid < KDA_C)
 		bet[tid] = tid < n ? beta[((size_t)t0 + tid) * H + h] : 0.0f;
+	__pipeline_wait_prior(0);
 	__syncthreads();
 	for (uint32_t c = tid; c < K; c += blockDim.x)
 		for (uint32_t i = 1; i < KDA_C; i++)
@@ -498,88 +595,191 @@ HACCEL_K void __launch_bounds__(256, 2)
 	__syncthreads();
 
 	/*
-	 * A and Q. Thread (ti, tj) = (tid % 16, tid / 16) takes rows
-	 * i = ti + 16 a and columns j = tj + 16 b, b <= a (b > a is above the
-	 * diagonal); for b == a only tj <= ti (Q) or tj < ti (A) are kept.
-	 * Those it does not keep may have G_i - G_j > 0: their values are
-	 * dropped, never stored. A stays in registers until G is dead.
+	 * A and Q by blocks of 16 rows and columns. For blocks I > J the
+	 * decay factors through the block's first row r = 16 I:
+	 * e^(G_i - G_j) = e^(G_i - G_r) e^(G_r - G_j), both exponents <= 0,
+	 * so A_IJ = (k e^(G - G_r))_I (k e^(G_r - G))_J^T, and Q_IJ the same
+	 * with q on the left: products on the tensor cores (3xTF32), the
+	 * factors formed as the fragments are loaded. Unit u = 0..11 (warp
+	 * u % 8) takes pair u / 2 of (1,0) (2,0) (2,1) (3,0) (3,1) (3,2) and
+	 * its 8 columns 8 (u % 2). The diagonal blocks, whose decays do not
+	 * factor within bounds, go elementwise: thread 2 p + hc (p < 120) takes
+	 * pair p of the strictly lower 16 x 16 triangle in all four blocks,
+	 * half hc of the sum over K (the halves meet through one shuffle);
+	 * threads 240-255 take Q's diagonal, sums of q k (e^0 = 1). A stays
+	 * in registers until G is dead; Q goes out as it is made, zeros above
+	 * the diagonal and past row n.
 	 */
-	const uint32_t ti = tid & 15, tj = tid >> 4;
-	float accA[10], accQ[10];
-
-#pragma unroll
-	for (int x = 0; x < 10; x++)
-		accA[x] = accQ[x] = 0.0f;
-	for (uint32_t c = 0; c < K; c++) {
-		float Gi[4], ki[4], qi[4], Gj[4], kj[4];
-
-#pragma unroll
-		for (int a = 0; a < 4; a++) {
-			Gi[a] = G[(ti + 16 * a) * LD + c];
-			ki[a] = kk[(ti + 16 * a) * LD + c];
-			qi[a] = qq[(ti + 16 * a) * LD + c];
-			Gj[a] = G[(tj + 16 * a) * LD + c];
-			kj[a] = kk[(tj + 16 * a) * LD + c];
-		}
-#pragma unroll
-		for (int a = 0; a < 4; a++)
-#pragma unroll
-			for (int b = 0; b <= a; b++) {
-				float e = kda_exp(Gi[a] - Gj[b]);
-
-				accA[a * (a + 1) / 2 + b] += ki[a] * kj[b] * e;
-				accQ[a * (a + 1) / 2 + b] += qi[a] * kj[b] * e;
-			}
-	}
 	float *Qo = out + KDA_OFF_Q(K, V);
-#pragma unroll
-	for (int a = 0; a < 4; a++)
-#pragma unroll
-		for (int b = 0; b < 4; b++) {
-			uint32_t i = ti + 16 * a, j = tj + 16 * b;
-			bool keep = b <= a && j <= i && i < n;
 
-			Qo[i * KDA_C + j] = keep ? accQ[b <= a ? a * (a + 1) / 2 + b : 0] : 0.0f;
+	for (uint32_t x = tid; x < KDA_C * KDA_C; x += blockDim.x)
+		if (x % KDA_C > x / KDA_C)
+			Qo[x] = 0.0f;
+	const uint32_t lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+	float offA[2][4];
+
+#pragma unroll
+	for (int w = 0; w < 2; w++) {
+		const uint32_t u = warp + 8 * w, P = u >> 1;
+
+		if (u >= 12)
+			break;
+		const uint32_t I = P < 1 ? 1 : P < 3 ? 2 : 3, J = P - (I * (I - 1)) / 2;
+		const uint32_t i0 = 16 * I + g, j0 = 16 * J + 8 * (u & 1) + g;
+		const float *Gr = G + 16 * I * LD + 2 * t;
+		float aA[4] = {}, sA[4] = {}, aQ[4] = {}, sQ[4] = {};
+
+#pragma unroll 4
+		for (uint32_t cc = 0; cc < K; cc += 8) {
+			const float2 gr = *(const float2 *)(Gr + cc);
+			kda_fa fk, fq;
+			kda_fb fb;
+
+#pragma unroll
+			for (int h = 0; h < 2; h++) {
+				const uint32_t o = (i0 + 8 * h) * LD + cc + 2 * t;
+				const float2 gi = *(const float2 *)(G + o);
+				const float2 ki = *(const float2 *)(kk + o);
+				const float2 qi = *(const float2 *)(qq + o);
+				const float e0 = kda_exp(gi.x - gr.x), e1 = kda_exp(gi.y - gr.y);
+
+				fk.x[h] = kda_split(ki.x * e0), fk.x[h + 2] = kda_split(ki.y * e1);
+				fq.x[h] = kda_split(qi.x * e0), fq.x[h + 2] = kda_split(qi.y * e1);
+			}
+			{
+				const uint32_t o = j0 * LD + cc + 2 * t;
+				const float2 gj = *(const float2 *)(G + o);
+				const float2 kj = *(const float2 *)(kk + o);
+
+				fb.x[0] = kda_split(kj.x * kda_exp(gr.x - gj.x));
+				fb.x[1] = kda_split(kj.y * kda_exp(gr.y - gj.y));
+			}
+			kda_mma3(aA, sA, fk, fb);
+			kda_mma3(aQ, sQ, fq, fb);
 		}
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			const uint32_t i = i0 + 8 * (e >> 1), j = j0 - g + 2 * t + (e & 1);
+
+			offA[w][e] = aA[e] + sA[e];
+			Qo[i * KDA_C + j] = i < n ? aQ[e] + sQ[e] : 0.0f;
+		}
+	}
+
+	/* The diagonal blocks */
+	float diagA[4] = {}, diagQ[4] = {};
+	uint32_t da = 0, db = 0;
+
+	if (tid < 240) {
+		const uint32_t p = tid >> 1, hc = tid & 1;
+
+		da = (uint32_t)((1.0f + sqrtf(8.0f * p + 1.0f)) * 0.5f);
+		while (da * (da - 1) / 2 > p)
+			da--;
+		while ((da + 1) * da / 2 <= p)
+			da++;
+		db = p - da * (da - 1) / 2;
+#pragma unroll
+		for (int I = 0; I < 4; I++) {
+			const uint32_t oi = (16 * I + da) * LD, oj = (16 * I + db) * LD;
+			float a = 0.0f, q = 0.0f;
+
+			for (uint32_t c = hc * (K / 2); c < (hc + 1) * (K / 2); c += 4) {
+				const float4 gi = *(const float4 *)(G + oi + c);
+				const float4 gj = *(const float4 *)(G + oj + c);
+				const float4 ki = *(const float4 *)(kk + oi + c);
+				const float4 kj = *(const float4 *)(kk + oj + c);
+				const float4 qi = *(const float4 *)(qq + oi + c);
+				float x;
+
+				x = kj.x * kda_exp(gi.x - gj.x), a += ki.x * x, q += qi.x * x;
+				x = kj.y * kda_exp(gi.y - gj.y), a += ki.y * x, q += qi.y * x;
+				x = kj.z * kda_exp(gi.z - gj.z), a += ki.z * x, q += qi.z * x;
+				x = kj.w * kda_exp(gi.w - gj.w), a += ki.w * x, q += qi.w * x;
+			}
+			diagA[I] = a, diagQ[I] = q;
+		}
+	} else {
+#pragma unroll
+		for (int I = 0; I < 4; I++) {
+			const uint32_t i = 16 * I + tid - 240, o = i * LD;
+			float q = 0.0f;
+
+			for (uint32_t c = 0; c < K; c += 4) {
+				const float4 ki = *(const float4 *)(kk + o + c);
+				const float4 qi = *(const float4 *)(qq + o + c);
+
+				q += qi.x * ki.x + qi.y * ki.y + qi.z * ki.z + qi.w * ki.w;
+			}
+			Qo[i * KDA_C + i] = i < n ? q : 0.0f;
+		}
+	}
+	/* The halves of the sums meet, every lane of the warp taking part
+	 * (threads 240-255 add values they do not use). */
+#pragma unroll
+	for (int I = 0; I < 4; I++) {
+		diagA[I] += __shfl_xor_sync(0xffffffffu, diagA[I], 1);
+		diagQ[I] += __shfl_xor_sync(0xffffffffu, diagQ[I], 1);
+		if (tid < 240 && !(tid & 1))
+			Qo[(16 * I + da) * KDA_C + 16 * I + db] = 16 * I + da < n ? diagQ[I] : 0.0f;
+	}
 	/* Every thread is done with G, kk and qq before they are rewritten. */
 	__syncthreads();
 
 	/* QG, KL, EL out; kk becomes the right-hand side beta e^G k of W. */
 	const float *Gl = G + (n - 1) * LD;
-	for (uint32_t x = tid; x < KDA_C * K; x += blockDim.x) {
-		uint32_t i = x / K, c = x % K;
-		float gi = G[i * LD + c], kv = kk[i * LD + c];
-		bool in = i < n;
+#pragma unroll 4
+	for (uint32_t x = 4 * tid; x < KDA_C * K; x += 4 * KDA_THREADS) {
+		const uint32_t i = x / K, c = x % K;
+		const float4 gi = *(const float4 *)(G + i * LD + c), gl = *(const float4 *)(Gl + c);
+		const float4 kv = *(const float4 *)(kk + i * LD + c);
+		const float4 qv = *(const float4 *)(qq + i * LD + c);
+		const float4 e = make_float4(kda_exp(gi.x), kda_exp(gi.y), kda_exp(gi.z),
+					     kda_exp(gi.w));
+		const float b = bet[i];
+		float4 qg = kda_f4(0.0f), kl = qg, w = qg;
 
-		out[KDA_OFF_QG(K) + x] = in ? kda_exp(gi) * qq[i * LD + c] : 0.0f;
-		out[KDA_OFF_KL(K) + x] = in ? kda_exp(Gl[c] - gi) * kv : 0.0f;
-		kk[i * LD + c] = in ? bet[i] * (kda_exp(gi) * kv) : 0.0f;
+		if (i < n) {
+			qg = make_float4(e.x * qv.x, e.y * qv.y, e.z * qv.z, e.w * qv.w);
+			kl = make_float4(kda_exp(gl.x - gi.x) * kv.x, kda_exp(gl.y - gi.y) * kv.y,
+					 kda_exp(gl.z - gi.z) * kv.z, kda_exp(gl.w - gi.w) * kv.w);
+			w = make_float4(b * (e.x * kv.x), b * (e.y * kv.y), b * (e.z * kv.z),
+					b * (e.w * kv.w));
+		}
+		*(float4 *)(out + KDA_OFF_QG(K) + x) = qg;
+		*(float4 *)(out + KDA_OFF_KL(K) + x) = kl;
+		*(float4 *)(kk + i * LD + c) = w;
 	}
 	for (uint32_t c = tid; c < K; c += blockDim.x)
 		out[KDA_OFF_EL(K) + c] = kda_exp(Gl[c]);
 	__syncthreads();
 
-	/* G is dead: A (times beta_i, strictly lower) takes its room,
-	 * transposed: At[j][i] = A_ij. qq is free: the right-hand side beta v
-	 * of U'. */
+	/* qq is free: v comes in (U's right-hand side, beta v, once scaled)
+	 * while G, dead too, takes A (times beta_i, strictly lower),
+	 * transposed: At[j][i] = A_ij. */
+	kda_copy_tile(qq, LD, v + ((size_t)t0 * H + h) * V, (size_t)H * V, KDA_C, V, V, n);
+	__pipeline_commit();
 #pragma unroll
-	for (int a = 0; a < 4; a++)
-#pragma unroll
-		for (int b = 0; b <= a; b++) {
-			uint32_t i = ti + 16 * a, j = tj + 16 * b;
+	for (int w = 0; w < 2; w++) {
+		const uint32_t u = warp + 8 * w, P = u >> 1;
 
-			if (j < i)
-				At[j * KDA_AP + i] = bet[i] * accA[a * (a + 1) / 2 + b];
+		if (u >= 12)
+			break;
+		const uint32_t I = P < 1 ? 1 : P < 3 ? 2 : 3, J = P - (I * (I - 1)) / 2;
+
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			const uint32_t i = 16 * I + g + 8 * (e >> 1);
+			const uint32_t j = 16 * J + 8 * (u & 1) + 2 * t + (e & 1);
+
+			At[j * KDA_AP + i] = bet[i] * offA[w][e];
 		}
-	for (uint32_t x = tid * 4; x < KDA_C * V; x += blockDim.x * 4) {
-		uint32_t i = x / V, j = x % V;
-		float4 v4 = kda_f4(0.0f);
-		float *Xr = qq + i * LD + j;
-
-		if (i < n)
-			v4 = kda_scale4(bet[i], *(const float4 *)(v + (((size_t)t0 + i) * H + h) * V + j));
-		Xr[0] = v4.x, Xr[1] = v4.y, Xr[2] = v4.z, Xr[3] = v4.w;
 	}
+	if (tid < 240 && !(tid & 1))
+#pragma unroll
+		for (int I = 0; I < 4; I++)
+			At[(16 * I + db) * KDA_AP + 16 * I + da] = bet[16 * I + da] * diagA[I];
+	__pipeline_wait_prior(0);
 	__syncthreads();
 
 	/*
@@ -588,7 +788,8 @@ HACCEL_K void __launch_bounds__(256, 2)
 	 * blocks of 16 rows in registers: first the terms of the rows above
 	 * the block (each x_j read once for the 16 rows, their A_ij four at a
 	 * time from A^T), then those inside it. Rows past n have b = 0 and
-	 * A = 0 (beta = 0): they stay zero.
+	 * A = 0 (beta = 0): they stay zero. U's right-hand side beta v is
+	 * scaled here (v came in as it is).
 	 */
 	for (uint32_t col = tid; col < K + V; col += blockDim.x) {
 		float *X = col < K ? kk + col : qq + (col - K);
@@ -599,7 +800,7 @@ HACCEL_K void __launch_bounds__(256, 2)
 
 #pragma unroll
 			for (int r = 0; r < 16; r++)
-				acc[r] = X[(16 * I + r) * LD];
+				acc[r] = X[(16 * I + r) * LD] * (col < K ? 1.0f : bet[16 * I + r]);
 			for (int j = 0; j < 16 * I; j++) {
 				const float4 *a4 = (const float4 *)(At + j * KDA_AP + 16 * I);
 				float xj = X[j * LD];
@@ -628,234 +829,567 @@ HACCEL_K void __launch_bounds__(256, 2)
 	for (uint32_t x = tid * 4; x < KDA_C * K; x += blockDim.x * 4) {
 		const float *r = kk + (x / K) * LD + x % K;
 
-		*(float4 *)(out + x) = make_float4(r[0], r[1], r[2], r[3]);
+		*(float4 *)(out + x) = *(const float4 *)r;
 	}
 	for (uint32_t x = tid * 4; x < KDA_C * V; x += blockDim.x * 4) {
 		const float *r = qq + (x / V) * LD + x % V;
 
-		*(float4 *)(out + KDA_OFF_U(K) + x) = make_float4(r[0], r[1], r[2], r[3]);
+		*(float4 *)(out + KDA_OFF_U(K) + x) = *(const float4 *)r;
 	}
 }
 
+/* Entry points: any K and V, and K = V = 128 with constant strides. */
+#define KDA_CHUNK_PREP(name, KT, VT)                                                        \
+	HACCEL_K void __launch_bounds__(256, 2)                                              \
+		name(const float *q, const float *k, const float *v, const float *gt,        \
+		     const float *beta, uint32_t H, uint32_t K, uint32_t V, uint32_t n_seg,  \
+		     const uint32_t *seg_off, float *scratch)                                \
+	{                                                                                    \
+		kda_chunk_prep<KT, VT>(q, k, v, gt, beta, H, K, V, n_seg, seg_off, scratch); \
+	}
+
+KDA_CHUNK_PREP(haccel_kda_chunk_prep, 0, 0)
+KDA_CHUNK_PREP(haccel_kda_chunk_prep_128, 128, 128)
+
 /*
- * Pass 2 shared memory, in floats: S [K][KDA_SP]; X0, X1 [KDA_C][K + 4]
- * (W, QG, KL of a chunk, in turns); U0, U1 [KDA_C][KDA_SP] (U' then u, by
- * chunk parity); Q [KDA_C][KDA_C + 4]; EL0, EL1 [K]. Row strides are 4
- * floats past a multiple of 32 (the tensor cores' fragment loads hit 32
- * banks) and every tile starts 32-byte aligned.
+ * Pass 2 shared memory, in floats: S [K][KDA_SB]; W [KDA_C][K + 4];
+ * QG [KDA_C][K + 8], and KL [KDA_C][K + 8] when K <= 128 (kda_state_three:
+ * three slots, else KL takes QG's slot in turn); U0, U1 [KDA_C][KDA_SB]
+ * (U' then u, by chunk parity); Q [KDA_C][KDA_QP]; EL0, EL1 [K]. Row
+ * strides keep the fragment loads on 32 banks: 4 times an odd number of
+ * floats for tiles read by rows (W, QG, Q), 8 times an odd number for
+ * tiles read by columns (S, U, KL). Every tile starts 16-byte aligned.
  */
-#define KDA_SP (KDA_TILE_V + 4)
+#define KDA_SB 40u
 #define KDA_QP (KDA_C + 4)
+
+__host__ __device__ __forceinline__ bool kda_state_three(uint32_t K)
+{
+	return K <= 128;
+}
 
 __host__ __device__ __forceinline__ size_t kda_state_smem(uint32_t K)
 {
-	return (size_t)K * KDA_SP + 2 * (size_t)KDA_C * (K + 4) + 2 * (size_t)KDA_C * KDA_SP +
-	       (size_t)KDA_C * KDA_QP + 2 * (size_t)K;
-}
-
-/* Start copying rows x cols floats (cols % 4 == 0) from global (row
- * stride gs) to shared (stride ss), 16 bytes a copy; columns from lim on
- * are zeros, stored now. Completes at a later __pipeline_wait_prior. */
-__device__ __forceinline__ void kda_copy_tile(float *dst, uint32_t ss, const float *src,
-					      size_t gs, uint32_t rows, uint32_t cols,
-					      uint32_t lim)
-{
-	uint32_t c4 = cols / 4;
-
-	for (uint32_t x = threadIdx.x; x < rows * c4; x += blockDim.x) {
-		uint32_t r = x / c4, c = (x % c4) * 4;
-
-		if (c < lim)
-			__pipeline_memcpy_async(dst + r * ss + c, src + r * gs + c, 16);
-		else
-			*(float4 *)(dst + r * ss + c) = kda_f4(0.0f);
-	}
-}
-
-/*
- * 3xTF32 on a warp's 16x16 tile: acc += A B over kn steps of 8. A is read
- * with layout AL from a (leading dimension lda; astep floats from one step
- * of 8 to the next), B row major from b (ldb). Each operand x is split
- * into hi = tf32(x) and lo = tf32(x - hi), and acc += lo hi + hi lo + hi hi
- * (small products first; lo lo is below fp32 rounding). Only elementwise
- * fragment operations: no fragment layout is assumed.
- */
-namespace kda_wmma = nvcuda::wmma;
-typedef kda_wmma::fragment<kda_wmma::accumulator, 16, 16, 8, float> kda_acc_t;
-
-template <typename AL>
-__device__ __forceinline__ void kda_mma3(kda_acc_t &acc, const float *a, uint32_t lda,
-					 uint32_t astep, const float *b, uint32_t ldb,
-					 uint32_t kn)
-{
-	kda_wmma::fragment<kda_wmma::matrix_a, 16, 16, 8, kda_wmma::precision::tf32, AL> ah, al;
-	kda_wmma::fragment<kda_wmma::matrix_b, 16, 16, 8, kda_wmma::precision::tf32,
-			   kda_wmma::row_major>
-		bh, bl;
-
-	for (uint32_t s = 0; s < kn; s++) {
-		kda_wmma::load_matrix_sync(ah, a + s * astep, lda);
-		kda_wmma::load_matrix_sync(bh, b + 8 * s * ldb, ldb);
-#pragma unroll
-		for (int e = 0; e < ah.num_elements; e++) {
-			float x = ah.x[e], hi = kda_wmma::__float_to_tf32(x);
-
-			ah.x[e] = hi;
-			al.x[e] = kda_wmma::__float_to_tf32(x - hi);
-		}
-#pragma unroll
-		for (int e = 0; e < bh.num_elements; e++) {
-			float x = bh.x[e], hi = kda_wmma::__float_to_tf32(x);
-
-			bh.x[e] = hi;
-			bl.x[e] = kda_wmma::__float_to_tf32(x - hi);
-		}
-		kda_wmma::mma_sync(acc, al, bh, acc);
-		kda_wmma::mma_sync(acc, ah, bl, acc);
-		kda_wmma::mma_sync(acc, ah, bh, acc);
-	}
+	return (size_t)K * KDA_SB + (size_t)KDA_C * (K + 4) +
+	       (size_t)KDA_C * (K + 8) * (kda_state_three(K) ? 2 : 1) +
+	       2 * (size_t)KDA_C * KDA_SB + (size_t)KDA_C * KDA_QP + 2 * (size_t)K;
 }
 
 /*
  * Pass 2: grid (n_seg, H, ceil(V / 32)), block 256 (8 warps), after pass
- * 1. The block's state tile S [K][32] stays in shared memory across the
- * segment's chunks. Per chunk:
- *   U = U' - W S        (a)
- *   o = QG S + Q U      (c)
- *   S = EL * S + KL^T U (d)
- * The 64 x 32 products are 8 tiles of 16 x 16, warp w taking rows
- * 16 (w / 2) and columns 16 (w % 2); the K x 32 state is K / 16 x 2
- * tiles, warp w taking row tiles w, w + 8, ... Needs K % 16 == 0.
+ * 1. The block's state tile S [K][32] stays on chip across the segment's
+ * chunks: in registers as C fragments (warp w holds row tiles w, w + 8 of
+ * the K / 16) and copied to shared memory once a chunk for the products
+ * that read it whole. Per chunk:
+ *   U = U' - W S        (a)   a warp: column tile 8 (w % 4), row tiles
+ *   o = QG S + Q U      (c)   {0, 3} or {1, 2} (w / 4) of the 4
+ *   S = EL * S + KL^T U (d)   a warp: its row tiles, all 4 column tiles
+ * (a) and QG S share each fragment of S; the row tiles pair so that both
+ * halves do the same share of the triangle of Q. Needs K % 16 == 0.
  *
- * The scratch arrives by asynchronous copies, each overlapping a product:
- * with chunk n's W in X[n & 1] and QG in the other buffer, KL replaces W
- * during (c); the next chunk's W, Q, U', EL land during (d) (W where QG
- * was); its QG lands during its (a), where KL was. Copy groups, oldest
- * first, each waited for (all but the newest one) just before its use.
+ * The scratch arrives by asynchronous copies, each overlapping products:
+ * the next chunk's W, QG, Q, U', EL during (d) (their slots are free once
+ * (c) is done); KL during (a) and (c) with three slots, else into QG's
+ * slot after (a), and QG then after (d). Copy groups, oldest first, each
+ * waited for just before its use.
  */
-HACCEL_K void __launch_bounds__(256)
-	haccel_kda_chunk_state(float *o, uint32_t H, uint32_t K, uint32_t V,
-			       const uint32_t *seg_off, const uint32_t *seg_slot,
-			       char *state_base, uint64_t slot_stride, const float *scratch)
+template <uint32_t KT>
+__device__ __forceinline__ void kda_chunk_state(float *o, uint32_t H, uint32_t Kr, uint32_t V,
+						const uint32_t *seg_off, const uint32_t *seg_slot,
+						char *state_base, uint64_t slot_stride,
+						const float *scratch)
 {
+	const uint32_t K = KT ? KT : Kr;
 	const uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const uint32_t g = lane >> 2, t = lane & 3;
 	const uint32_t s = blockIdx.x, h = blockIdx.y, c0 = blockIdx.z * KDA_TILE_V;
-	const uint32_t KP = K + 4, vl = min(KDA_TILE_V, V - c0); /* vl % 4 == 0 */
+	const uint32_t WP = K + 4, LP = K + 8, vl = min(KDA_TILE_V, V - c0); /* vl % 4 == 0 */
 	const uint32_t t_beg = seg_off[s], t_end = seg_off[s + 1];
-	const uint32_t mr = 16 * (warp >> 1), mc = 16 * (warp & 1);
+	const uint32_t nt = warp & 3, mt[2] = {warp >> 2, 3 - (warp >> 2)};
+	const bool three = kda_state_three(K);
 	const size_t per = kda_chunk_floats(K, V);
 
 	if (t_end <= t_beg)
 		return;
 	/* Buffer pairs as base + parity * size: arrays of pointers would
 	 * live in local memory. */
-	float *S = (float *)kda_smem, *X0 = S + K * KDA_SP, *U0 = X0 + 2 * KDA_C * KP;
-	float *Qs = U0 + 2 * KDA_C * KDA_SP, *EL0 = Qs + KDA_C * KDA_QP;
+	float *S = (float *)kda_smem, *XW = S + K * KDA_SB, *XQ = XW + KDA_C * WP;
+	float *XK = three ? XQ + KDA_C * LP : XQ, *U0 = XK + KDA_C * LP;
+	float *Qs = U0 + 2 * KDA_C * KDA_SB, *EL0 = Qs + KDA_C * KDA_QP;
 	float *Sg = (float *)(state_base + seg_slot[s] * slot_stride) + (size_t)h * K * V + c0;
 	const float *in = scratch + ((size_t)(t_beg / KDA_C + s) * H + h) * per;
+	float sr[2][4][4];
 
-	/* Prologue: S and chunk 0's W, U', EL, Q; then its QG. */
-	kda_copy_tile(S, KDA_SP, Sg, V, K, KDA_TILE_V, vl);
-	kda_copy_tile(X0, KP, in, K, KDA_C, K, K);
-	kda_copy_tile(U0, KDA_SP, in + KDA_OFF_U(K) + c0, V, KDA_C, KDA_TILE_V, vl);
-	kda_copy_tile(EL0, K, in + KDA_OFF_EL(K), K, 1, K, K);
-	kda_copy_tile(Qs, KDA_QP, in + KDA_OFF_Q(K, V), KDA_C, KDA_C, KDA_C, KDA_C);
+	/* Prologue: S and chunk 0's W, QG, U', EL, Q; then its KL. */
+	kda_copy_tile(S, KDA_SB, Sg, V, K, KDA_TILE_V, vl, K);
+	kda_copy_tile(XW, WP, in, K, KDA_C, K, K, KDA_C);
+	kda_copy_tile(XQ, WP, in + KDA_OFF_QG(K), K, KDA_C, K, K, KDA_C);
+	kda_copy_tile(U0, KDA_SB, in + KDA_OFF_U(K) + c0, V, KDA_C, KDA_TILE_V, vl, KDA_C);
+	kda_copy_tile(EL0, K, in + KDA_OFF_EL(K), K, 1, K, K, 1);
+	kda_copy_tile(Qs, KDA_QP, in + KDA_OFF_Q(K, V), KDA_C, KDA_C, KDA_C, KDA_C, KDA_C);
 	__pipeline_commit();
-	kda_copy_tile(X0 + KDA_C * KP, KP, in + KDA_OFF_QG(K), K, KDA_C, K, K);
+	if (three)
+		kda_copy_tile(XK, LP, in + KDA_OFF_KL(K), K, KDA_C, K, K, KDA_C);
 	__pipeline_commit();
 
 	for (uint32_t t0 = t_beg, ci = 0; t0 < t_end; t0 += KDA_C, ci++) {
 		const uint32_t n = min(KDA_C, t_end - t0), b = ci & 1;
 		const bool more = t0 + KDA_C < t_end;
 		const float *nx = in + (size_t)H * per; /* the next chunk's slot */
-		float *Xa = X0 + b * KDA_C * KP, *Xb = X0 + (b ^ 1) * KDA_C * KP;
-		float *U = U0 + b * KDA_C * KDA_SP, *Un = U0 + (b ^ 1) * KDA_C * KDA_SP;
+		float *U = U0 + b * KDA_C * KDA_SB, *Un = U0 + (b ^ 1) * KDA_C * KDA_SB;
 		float *EL = EL0 + b * K, *ELn = EL0 + (b ^ 1) * K;
-		kda_acc_t acc;
+		float aw[2][4] = {}, aws[2][4] = {}, aq[2][4] = {}, aqs[2][4] = {};
 
-		/* W, U', EL, Q (and S) are in; QG may still be on its way. */
-		__pipeline_wait_prior(1);
+		/* W, QG, U', EL, Q (and S) are in; with three slots KL may
+		 * still be on its way. */
+		if (three)
+			__pipeline_wait_prior(1);
+		else
+			__pipeline_wait_prior(0);
 		__syncthreads();
-
-		/* (a) U = U' - W S: the accumulator starts at -U' and is
-		 * negated back. A warp rewrites only its own tile of U, which
-		 * no other warp reads before the barrier. */
-		kda_wmma::load_matrix_sync(acc, U + mr * KDA_SP + mc, KDA_SP,
-					   kda_wmma::mem_row_major);
+		if (ci == 0)
 #pragma unroll
-		for (int e = 0; e < acc.num_elements; e++)
-			acc.x[e] = -acc.x[e];
-		kda_mma3<kda_wmma::row_major>(acc, Xa + mr * KP, KP, 8, S + mc, KDA_SP, K / 8);
+			for (int j = 0; j < 2; j++)
 #pragma unroll
-		for (int e = 0; e < acc.num_elements; e++)
-			acc.x[e] = -acc.x[e];
-		kda_wmma::store_matrix_sync(U + mr * KDA_SP + mc, acc, KDA_SP,
-					    kda_wmma::mem_row_major);
-		__syncthreads();
+				for (int c = 0; c < 4; c++) {
+					const float *p = S + (16 * (warp + 8 * j) + g) * KDA_SB +
+							 8 * c + 2 * t;
+					bool in_k = warp + 8 * j < K / 16;
+					float2 lo = in_k ? *(const float2 *)p : make_float2(0, 0);
+					float2 hi = in_k ? *(const float2 *)(p + 8 * KDA_SB)
+							 : make_float2(0, 0);
 
-		/* W is done with: KL takes its buffer while (c) runs. */
-		kda_copy_tile(Xa, KP, in + KDA_OFF_KL(K), K, KDA_C, K, K);
-		__pipeline_commit();
-		__pipeline_wait_prior(1);
-		__syncthreads();
+					sr[j][c][0] = lo.x, sr[j][c][1] = lo.y;
+					sr[j][c][2] = hi.x, sr[j][c][3] = hi.y;
+				}
 
-		/* (c) o = QG S + Q U. Q is lower triangular, so the row tile
-		 * at mr needs only the rows of U below mr + 16. */
-		kda_wmma::fill_fragment(acc, 0.0f);
-		kda_mma3<kda_wmma::row_major>(acc, Xb + mr * KP, KP, 8, S + mc, KDA_SP, K / 8);
-		kda_mma3<kda_wmma::row_major>(acc, Qs + mr * KDA_QP, KDA_QP, 8, U + mc, KDA_SP,
-					      (mr + 16) / 8);
-		__syncthreads();
+		/* (a) and QG S, one fragment of S for both. */
+		#pragma unroll 4
+		for (uint32_t kk = 0; kk < K; kk += 8) {
+			kda_fb bs = kda_load_b(S + kk * KDA_SB + 8 * nt, KDA_SB);
 
-		/* o leaves through Q's room, a 16 x 20 tile per warp, so that
-		 * only the chunk's n rows are written. Every read of S0 is
-		 * done: S = EL * S. */
-		float *ot = Qs + warp * 16 * 20;
-		kda_wmma::store_matrix_sync(ot, acc, 20, kda_wmma::mem_row_major);
-		__syncwarp();
-		for (uint32_t x = lane; x < 16 * 4; x += 32) {
-			uint32_t r = x / 4, c = mc + (x % 4) * 4;
+#pragma unroll
+			for (int i = 0; i < 2; i++) {
+				kda_fa a = kda_load_a(XW + 16 * mt[i] * WP + kk, WP, 1);
 
-			if (mr + r < n && c < vl)
-				*(float4 *)(o + (((size_t)t0 + mr + r) * H + h) * V + c0 + c) =
-					*(const float4 *)(ot + r * 20 + (x % 4) * 4);
+				kda_mma3(aw[i], aws[i], a, bs);
+				a = kda_load_a(XQ + 16 * mt[i] * WP + kk, WP, 1);
+				kda_mma3(aq[i], aqs[i], a, bs);
+			}
 		}
-		for (uint32_t x = tid; x < K * KDA_TILE_V; x += blockDim.x)
-			S[(x / KDA_TILE_V) * KDA_SP + x % KDA_TILE_V] *= EL[x / KDA_TILE_V];
+		/* U = U' - W S in place: a warp rewrites only the elements it
+		 * read. */
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			float2 *p = (float2 *)(U + (16 * mt[i] + g) * KDA_SB + 8 * nt + 2 * t);
+			float2 x = p[0], y = p[4 * KDA_SB];
+
+			p[0] = make_float2(x.x - (aw[i][0] + aws[i][0]), x.y - (aw[i][1] + aws[i][1]));
+			p[4 * KDA_SB] =
+				make_float2(y.x - (aw[i][2] + aws[i][2]), y.y - (aw[i][3] + aws[i][3]));
+		}
+		__syncthreads();
+
+		/* QG is done with: with two slots, KL takes its room now. */
+		if (!three)
+			kda_copy_tile(XQ, LP, in + KDA_OFF_KL(K), K, KDA_C, K, K, KDA_C);
+		__pipeline_commit();
+
+		/* (c) o = QG S + Q U. Q is lower triangular: row tile m needs
+		 * the rows of U below 16 (m + 1). */
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			const uint32_t m = mt[i], r = t0 + 16 * m + g, col = 8 * nt + 2 * t;
+
+			#pragma unroll 4
+			for (uint32_t kk = 0; kk < 16 * (m + 1); kk += 8) {
+				kda_fa a = kda_load_a(Qs + 16 * m * KDA_QP + kk, KDA_QP, 1);
+				kda_fb bu = kda_load_b(U + kk * KDA_SB + 8 * nt, KDA_SB);
+
+				kda_mma3(aq[i], aqs[i], a, bu);
+			}
+			if (col < vl) {
+				float *op = o + ((size_t)r * H + h) * V + c0 + col;
+
+				if (r < t0 + n)
+					*(float2 *)op = make_float2(aq[i][0] + aqs[i][0],
+								    aq[i][1] + aqs[i][1]);
+				if (r + 8 < t0 + n)
+					*(float2 *)(op + (size_t)8 * H * V) = make_float2(
+						aq[i][2] + aqs[i][2], aq[i][3] + aqs[i][3]);
+			}
+		}
+		/* KL is in; W, QG (three slots), Q and U' are done with. */
 		__pipeline_wait_prior(0);
 		__syncthreads();
-
-		/* The next chunk's W, Q, U', EL land during (d). */
 		if (more) {
-			kda_copy_tile(Xb, KP, nx, K, KDA_C, K, K);
-			kda_copy_tile(Qs, KDA_QP, nx + KDA_OFF_Q(K, V), KDA_C, KDA_C, KDA_C, KDA_C);
-			kda_copy_tile(Un, KDA_SP, nx + KDA_OFF_U(K) + c0, V, KDA_C, KDA_TILE_V,
-				      vl);
-			kda_copy_tile(ELn, K, nx + KDA_OFF_EL(K), K, 1, K, K);
+			kda_copy_tile(XW, WP, nx, K, KDA_C, K, K, KDA_C);
+			if (three)
+				kda_copy_tile(XQ, WP, nx + KDA_OFF_QG(K), K, KDA_C, K, K, KDA_C);
+			kda_copy_tile(Qs, KDA_QP, nx + KDA_OFF_Q(K, V), KDA_C, KDA_C, KDA_C, KDA_C, KDA_C);
+			kda_copy_tile(Un, KDA_SB, nx + KDA_OFF_U(K) + c0, V, KDA_C, KDA_TILE_V,
+				      vl, KDA_C);
+			kda_copy_tile(ELn, K, nx + KDA_OFF_EL(K), K, 1, K, K, 1);
 		}
 		__pipeline_commit();
 
-		/* (d) S += KL^T U, by tiles; KL^T is KL read column major. */
-		for (uint32_t rt = warp; rt < K / 16; rt += 8)
-			for (uint32_t ct = 0; ct < 2; ct++) {
-				float *St = S + rt * 16 * KDA_SP + ct * 16;
+		/* (d) S = EL * S + KL^T U on the warp's row tiles; KL^T is KL
+		 * read by columns. Then S to shared memory for the next (a). */
+#pragma unroll
+		for (int j = 0; j < 2; j++) {
+			const uint32_t rt = warp + 8 * j;
 
-				kda_wmma::load_matrix_sync(acc, St, KDA_SP, kda_wmma::mem_row_major);
-				kda_mma3<kda_wmma::col_major>(acc, Xa + rt * 16, KP, 8 * KP,
-							      U + ct * 16, KDA_SP, KDA_C / 8);
-				kda_wmma::store_matrix_sync(St, acc, KDA_SP, kda_wmma::mem_row_major);
+			if (rt >= K / 16)
+				break;
+			const float e0 = EL[16 * rt + g], e1 = EL[16 * rt + g + 8];
+			float ss[4][4] = {};
+
+#pragma unroll
+			for (int c = 0; c < 4; c++)
+				sr[j][c][0] *= e0, sr[j][c][1] *= e0, sr[j][c][2] *= e1,
+					sr[j][c][3] *= e1;
+			#pragma unroll 4
+			for (uint32_t kk = 0; kk < KDA_C; kk += 8) {
+				kda_fa a = kda_load_a(XK + kk * LP + 16 * rt, 1, LP);
+
+#pragma unroll
+				for (int c = 0; c < 4; c++)
+					kda_mma3(sr[j][c], ss[c], a,
+						 kda_load_b(U + kk * KDA_SB + 8 * c, KDA_SB));
 			}
+#pragma unroll
+			for (int c = 0; c < 4; c++) {
+				float *p = S + (16 * rt + g) * KDA_SB + 8 * c + 2 * t;
+
+#pragma unroll
+				for (int e = 0; e < 4; e++)
+					sr[j][c][e] += ss[c][e];
+				*(float2 *)p = make_float2(sr[j][c][0], sr[j][c][1]);
+				*(float2 *)(p + 8 * KDA_SB) = make_float2(sr[j][c][2], sr[j][c][3]);
+			}
+		}
 		__syncthreads();
 
-		/* KL is done with: the next chunk's QG takes its buffer. */
+		/* KL is done with: the next chunk's KL (three slots) or QG
+		 * takes its slot. */
 		if (more)
-			kda_copy_tile(Xa, KP, nx + KDA_OFF_QG(K), K, KDA_C, K, K);
+			kda_copy_tile(XK, three ? LP : WP, nx + (three ? KDA_OFF_KL(K) : KDA_OFF_QG(K)),
+				      K, KDA_C, K, K, KDA_C);
 		__pipeline_commit();
 		in = nx;
 	}
 	for (uint32_t x = tid; x < K * (vl / 4); x += blockDim.x) {
 		uint32_t r = x / (vl / 4), c = (x % (vl / 4)) * 4;
 
-		*(float4 *)(Sg + (size_t)r * V + c) = *(const float4 *)(S + r * KDA_SP + c);
+		*(float4 *)(Sg + (size_t)r * V + c) = *(const float4 *)(S + r * KDA_SB + c);
 	}
 }
+
+#define KDA_CHUNK_STATE(name, KT)                                                            \
+	HACCEL_K void __launch_bounds__(256)                                                  \
+		name(float *o, uint32_t H, uint32_t K, uint32_t V, const uint32_t *seg_off,   \
+		     const uint32_t *seg_slot, char *state_base, uint64_t slot_stride,        \
+		     const float *scratch)                                                    \
+	{                                                                                     \
+		kda_chunk_state<KT>(o, H, K, V, seg_off, seg_slot, state_base, slot_stride,   \
+				    scratch);                                                 \
+	}
+
+KDA_CHUNK_STATE(haccel_kda_chunk_state, 0)
+
+/*
+ * Pass 2 for K <= 128, in shared memory (floats): S2 [K / 2][KDA_PQ][4];
+ * W, QG [KDA_C][K + 8]; KL [KDA_C][K + 4]; U' and QG S [KDA_C][KDA_U1]
+ * (fp32); U2 [KDA_C / 2][KDA_PQ][4]; Q [KDA_C][KDA_Q2]; EL0, EL1 [K].
+ * S2 and U2 hold the operands every warp reads whole already split, as
+ * B fragments: rows 2p and 2p + 1 of column c at (p KDA_PQ + c) * 4, as
+ * hi (2p), hi (2p + 1), lo (2p), lo (2p + 1).
+ *
+ * The fragments take k in the order 2t, 2t + 1 where the instruction's
+ * is t, t + 4 (the same on both sides of the product, so the sum is
+ * unchanged): an A row fragment is two 8-byte loads, a B fragment one
+ * 16-byte load straight into the registers the instruction reads. The
+ * strides keep those loads on 32 banks: 8 times an odd number of floats
+ * for rows read 8 bytes at a time (W, QG, Q), K + 4 for KL read by
+ * columns, KDA_PQ = 34 for the 16-byte loads.
+ */
+#define KDA_PQ 34u
+#define KDA_U1 40u
+#define KDA_Q2 (KDA_C + 8)
+
+__host__ __device__ __forceinline__ size_t kda_state2_smem(uint32_t K)
+{
+	return (size_t)K * 2 * KDA_PQ + 2 * (size_t)KDA_C * (K + 8) + (size_t)KDA_C * (K + 4) +
+	       2 * (size_t)KDA_C * KDA_U1 + (size_t)KDA_C * 2 * KDA_PQ +
+	       (size_t)KDA_C * KDA_Q2 + 2 * (size_t)K;
+}
+
+/* A fragment, rows r of p (stride ld), k pairs 2t, 2t + 1 in one load */
+__device__ __forceinline__ kda_fa kda_load_a2(const float *p, uint32_t ld)
+{
+	const uint32_t g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+	const float2 x = *(const float2 *)(p + g * ld + 2 * t);
+	const float2 y = *(const float2 *)(p + (g + 8) * ld + 2 * t);
+	kda_fa a;
+
+	a.x[0] = kda_split(x.x), a.x[2] = kda_split(x.y);
+	a.x[1] = kda_split(y.x), a.x[3] = kda_split(y.y);
+	return a;
+}
+
+/* A fragment of the transpose of p: element (r, k) at p[k * ld + r] */
+__device__ __forceinline__ kda_fa kda_load_at2(const float *p, uint32_t ld)
+{
+	const uint32_t g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+	kda_fa a;
+
+	a.x[0] = kda_split(p[2 * t * ld + g]);
+	a.x[1] = kda_split(p[2 * t * ld + g + 8]);
+	a.x[2] = kda_split(p[(2 * t + 1) * ld + g]);
+	a.x[3] = kda_split(p[(2 * t + 1) * ld + g + 8]);
+	return a;
+}
+
+/* B fragment of a split tile: p at pair row kk / 2, column 8 c */
+__device__ __forceinline__ kda_fb kda_load_b2(const float *p)
+{
+	const uint32_t g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+	const float4 x = *(const float4 *)(p + (t * KDA_PQ + g) * 4);
+	kda_fb b;
+
+	b.x[0].hi = __float_as_uint(x.x), b.x[1].hi = __float_as_uint(x.y);
+	b.x[0].lo = __float_as_uint(x.z), b.x[1].lo = __float_as_uint(x.w);
+	return b;
+}
+
+/* One row of C fragments (v0, v1 at row r = .. + g, columns col = 2t,
+ * 2t + 1) into a split tile at p (pair row 0, column 0): rows 2p, 2p + 1
+ * meet through one shuffle with lane ^ 4, the even row's thread writing
+ * column col and the odd row's column col + 1. The whole warp calls it. */
+__device__ __forceinline__ void kda_store_split(float *p, uint32_t r, uint32_t col, float v0,
+						float v1)
+{
+	const bool odd = r & 1;
+	const float x = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 4);
+	const kda_tf32 a = kda_split(odd ? x : v0), b = kda_split(odd ? v1 : x);
+
+	*(float4 *)(p + ((r >> 1) * KDA_PQ + col + odd) * 4) =
+		make_float4(__uint_as_float(a.hi), __uint_as_float(b.hi), __uint_as_float(a.lo),
+			    __uint_as_float(b.lo));
+}
+
+/*
+ * Pass 2, K <= 128: grid and products as haccel_kda_chunk_state, with
+ * the work split so that each fragment is loaded and split once a warp:
+ *   (a) and QG S    warps 0-3: W S for row tile w, warps 4-7: QG S for row
+ *                   tile w - 4, all 4 column tiles; then U = U' - W S
+ *                   (split, to U2) and QG S (to shared memory)
+ *   (c)             column tile w % 4, row tiles {0, 3} or {1, 2}: QG S
+ *                   plus Q U
+ *   (d)             row tile w of S (its C fragments stay in the warp's
+ *                   registers), all 4 column tiles; then S split to S2
+ * Copies: the next chunk's W, QG, U' during (c) and (d); its Q and EL
+ * during (d); KL during (a) and (c).
+ */
+template <uint32_t KT>
+__device__ __forceinline__ void kda_chunk_state2(float *o, uint32_t H, uint32_t Kr, uint32_t V,
+						 const uint32_t *seg_off,
+						 const uint32_t *seg_slot, char *state_base,
+						 uint64_t slot_stride, const float *scratch)
+{
+	const uint32_t K = KT ? KT : Kr;
+	const uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const uint32_t g = lane >> 2, t = lane & 3;
+	const uint32_t s = blockIdx.x, h = blockIdx.y, c0 = blockIdx.z * KDA_TILE_V;
+	const uint32_t WP = K + 8, LP = K + 4, vl = min(KDA_TILE_V, V - c0); /* vl % 4 == 0 */
+	const uint32_t t_beg = seg_off[s], t_end = seg_off[s + 1];
+	const uint32_t nt = warp & 3, mt[2] = {warp >> 2, 3 - (warp >> 2)};
+	const bool own = warp < K / 16; /* the warp holds row tile `warp` of S */
+	const size_t per = kda_chunk_floats(K, V);
+
+	if (t_end <= t_beg)
+		return;
+	float *S2 = (float *)kda_smem, *XW = S2 + K * 2 * KDA_PQ, *XQ = XW + KDA_C * WP;
+	float *XK = XQ + KDA_C * WP, *U1 = XK + KDA_C * LP, *OS = U1 + KDA_C * KDA_U1;
+	float *U2 = OS + KDA_C * KDA_U1, *Qs = U2 + KDA_C * 2 * KDA_PQ;
+	float *EL0 = Qs + KDA_C * KDA_Q2;
+	float *Sg = (float *)(state_base + seg_slot[s] * slot_stride) + (size_t)h * K * V + c0;
+	const float *in = scratch + ((size_t)(t_beg / KDA_C + s) * H + h) * per;
+	float sr[4][4];
+
+	/* Prologue: chunk 0's W, QG, U'; Q, EL; KL. S from global to the
+	 * registers of its row tile's warp, and split into S2. */
+	kda_copy_tile(XW, WP, in, K, KDA_C, K, K, KDA_C);
+	kda_copy_tile(XQ, WP, in + KDA_OFF_QG(K), K, KDA_C, K, K, KDA_C);
+	kda_copy_tile(U1, KDA_U1, in + KDA_OFF_U(K) + c0, V, KDA_C, KDA_TILE_V, vl, KDA_C);
+	__pipeline_commit();
+	kda_copy_tile(Qs, KDA_Q2, in + KDA_OFF_Q(K, V), KDA_C, KDA_C, KDA_C, KDA_C, KDA_C);
+	kda_copy_tile(EL0, K, in + KDA_OFF_EL(K), K, 1, K, K, 1);
+	__pipeline_commit();
+	kda_copy_tile(XK, LP, in + KDA_OFF_KL(K), K, KDA_C, K, K, KDA_C);
+	__pipeline_commit();
+	if (own)
+#pragma unroll
+		for (int c = 0; c < 4; c++) {
+			const uint32_t r = 16 * warp + g, col = 8 * c + 2 * t;
+			const float2 z = make_float2(0.0f, 0.0f);
+			float2 x = col < vl ? *(const float2 *)(Sg + (size_t)r * V + col) : z;
+			float2 y = col < vl ? *(const float2 *)(Sg + (size_t)(r + 8) * V + col) : z;
+
+			sr[c][0] = x.x, sr[c][1] = x.y, sr[c][2] = y.x, sr[c][3] = y.y;
+			kda_store_split(S2, r, col, x.x, x.y);
+			kda_store_split(S2, r + 8, col, y.x, y.y);
+		}
+
+	for (uint32_t t0 = t_beg, ci = 0; t0 < t_end; t0 += KDA_C, ci++) {
+		const uint32_t n = min(KDA_C, t_end - t0), b = ci & 1;
+		const bool more = t0 + KDA_C < t_end;
+		const float *nx = in + (size_t)H * per; /* the next chunk's slot */
+		float *EL = EL0 + b * K, *ELn = EL0 + (b ^ 1) * K;
+
+		/* W, QG, U', Q, EL (and S2) are in; KL may be on its way. */
+		__pipeline_wait_prior(1);
+		__syncthreads();
+
+		/* (a) and QG S */
+		{
+			const uint32_t m = warp & 3;
+			const float *X = (warp < 4 ? XW : XQ) + 16 * m * WP;
+			float big[4][4] = {}, small[4][4] = {};
+
+#pragma unroll
+			for (uint32_t kk = 0; kk < K; kk += 8) {
+				const kda_fa a = kda_load_a2(X + kk, WP);
+
+#pragma unroll
+				for (int c = 0; c < 4; c++)
+					kda_mma3(big[c], small[c], a,
+						 kda_load_b2(S2 + (kk / 2 * KDA_PQ + 8 * c) * 4));
+			}
+#pragma unroll
+			for (int c = 0; c < 4; c++) {
+				const uint32_t r = 16 * m + g, col = 8 * c + 2 * t;
+				float v[4];
+
+#pragma unroll
+				for (int e = 0; e < 4; e++)
+					v[e] = big[c][e] + small[c][e];
+				if (warp < 4) {
+					float2 x = *(const float2 *)(U1 + r * KDA_U1 + col);
+					float2 y = *(const float2 *)(U1 + (r + 8) * KDA_U1 + col);
+
+					kda_store_split(U2, r, col, x.x - v[0], x.y - v[1]);
+					kda_store_split(U2, r + 8, col, y.x - v[2], y.y - v[3]);
+				} else {
+					*(float2 *)(OS + r * KDA_U1 + col) = make_float2(v[0], v[1]);
+					*(float2 *)(OS + (r + 8) * KDA_U1 + col) =
+						make_float2(v[2], v[3]);
+				}
+			}
+		}
+		__syncthreads();
+
+		/* W, QG, U' are done with: the next chunk's take their room. */
+		if (more) {
+			kda_copy_tile(XW, WP, nx, K, KDA_C, K, K, KDA_C);
+			kda_copy_tile(XQ, WP, nx + KDA_OFF_QG(K), K, KDA_C, K, K, KDA_C);
+			kda_copy_tile(U1, KDA_U1, nx + KDA_OFF_U(K) + c0, V, KDA_C, KDA_TILE_V,
+				      vl, KDA_C);
+		}
+		__pipeline_commit();
+
+		/* (c) o = QG S + Q U; Q is lower triangular: row tile m needs
+		 * the rows of U below 16 (m + 1). */
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			const uint32_t m = mt[i], r = 16 * m + g, col = 8 * nt + 2 * t;
+			const float2 x = *(const float2 *)(OS + r * KDA_U1 + col);
+			const float2 y = *(const float2 *)(OS + (r + 8) * KDA_U1 + col);
+			float big[4] = {x.x, x.y, y.x, y.y}, small[4] = {};
+
+#pragma unroll
+			for (uint32_t kk = 0; kk < 16 * (m + 1); kk += 8)
+				kda_mma3(big, small, kda_load_a2(Qs + 16 * m * KDA_Q2 + kk, KDA_Q2),
+					 kda_load_b2(U2 + (kk / 2 * KDA_PQ + 8 * nt) * 4));
+			if (col < vl) {
+				float *op = o + ((size_t)(t0 + r) * H + h) * V + c0 + col;
+
+				if (r < n)
+					*(float2 *)op = make_float2(big[0] + small[0],
+								    big[1] + small[1]);
+				if (r + 8 < n)
+					*(float2 *)(op + (size_t)8 * H * V) =
+						make_float2(big[2] + small[2], big[3] + small[3]);
+			}
+		}
+		/* KL is in; Q and QG S are done with. */
+		__pipeline_wait_prior(1);
+		__syncthreads();
+		if (more) {
+			kda_copy_tile(Qs, KDA_Q2, nx + KDA_OFF_Q(K, V), KDA_C, KDA_C, KDA_C, KDA_C, KDA_C);
+			kda_copy_tile(ELn, K, nx + KDA_OFF_EL(K), K, 1, K, K, 1);
+		}
+		__pipeline_commit();
+
+		/* (d) S = EL * S + KL^T U on the warp's row tile, then to S2. */
+		if (own) {
+			const uint32_t r = 16 * warp + g;
+			const float e0 = EL[r], e1 = EL[r + 8];
+			float small[4][4] = {};
+
+#pragma unroll
+			for (int c = 0; c < 4; c++)
+				sr[c][0] *= e0, sr[c][1] *= e0, sr[c][2] *= e1, sr[c][3] *= e1;
+#pragma unroll
+			for (uint32_t kk = 0; kk < KDA_C; kk += 8) {
+				const kda_fa a = kda_load_at2(XK + kk * LP + 16 * warp, LP);
+
+#pragma unroll
+				for (int c = 0; c < 4; c++)
+					kda_mma3(sr[c], small[c], a,
+						 kda_load_b2(U2 + (kk / 2 * KDA_PQ + 8 * c) * 4));
+			}
+#pragma unroll
+			for (int c = 0; c < 4; c++) {
+				const uint32_t col = 8 * c + 2 * t;
+
+#pragma unroll
+				for (int e = 0; e < 4; e++)
+					sr[c][e] += small[c][e];
+				kda_store_split(S2, r, col, sr[c][0], sr[c][1]);
+				kda_store_split(S2, r + 8, col, sr[c][2], sr[c][3]);
+			}
+		}
+		__syncthreads();
+
+		/* KL is done with: the next chunk's takes its slot. */
+		if (more)
+			kda_copy_tile(XK, LP, nx + KDA_OFF_KL(K), K, KDA_C, K, K, KDA_C);
+		__pipeline_commit();
+		in = nx;
+	}
+	if (own)
+#pragma unroll
+		for (int c = 0; c < 4; c++) {
+			const uint32_t r = 16 * warp + g, col = 8 * c + 2 * t;
+
+			if (col < vl) {
+				*(float2 *)(Sg + (size_t)r * V + col) = make_float2(sr[c][0], sr[c][1]);
+				*(float2 *)(Sg + (size_t)(r + 8) * V + col) =
+					make_float2(sr[c][2], sr[c][3]);
+			}
+		}
+}
+
+#define KDA_CHUNK_STATE2(name, KT)                                                           \
+	HACCEL_K void __launch_bounds__(256)                                                  \
+		name(float *o, uint32_t H, uint32_t K, uint32_t V, const uint32_t *seg_off,   \
+		     const uint32_t *seg_slot, char *state_base, uint64_t slot_stride,        \
+		     const float *scratch)                                                    \
+	{                                                                                     \
+		kda_chunk_state2<KT>(o, H, K, V, seg_off, seg_slot, state_base, slot_stride,  \
+				     scratch);                                                \
+	}
+
+KDA_CHUNK_STATE2(haccel_kda_chunk_state2, 0)
+KDA_CHUNK_STATE2(haccel_kda_chunk_state2_128, 128)

@@ -160,20 +160,24 @@ static size_t chunk_floats(uint32_t K, uint32_t V)
 	return (size_t)KDA_C * (3 * K + V + KDA_C) + K;
 }
 
-/* Dynamic shared memory of the two passes, in bytes: kda_prep_smem() and
- * kda_state_smem() of kernels/kda.cu. */
+/* Dynamic shared memory of the two passes, in bytes: kda_prep_smem(),
+ * kda_state2_smem() (K <= 128) and kda_state_smem() of kernels/kda.cu. */
 static size_t prep_smem(uint32_t K, uint32_t V)
 {
 	uint32_t D = K > V ? K : V;
 
 	D = D > KDA_C + 4 ? D : KDA_C + 4;
-	return 4 * (size_t)KDA_C * (3 * (D + 1) + 1);
+	return 4 * (size_t)KDA_C * (3 * ((D + 15) / 16 * 16 + 8) + 1);
 }
 
 static size_t state_smem(uint32_t K)
 {
-	return 4 * ((size_t)K * (KDA_TILE_V + 4) + 2 * (size_t)KDA_C * (K + 4) +
-		    2 * (size_t)KDA_C * (KDA_TILE_V + 4) + (size_t)KDA_C * (KDA_C + 4) + 2 * K);
+	if (K <= 128) /* kda_state2_smem */
+		return 4 * ((size_t)K * 68 + 2 * (size_t)KDA_C * (K + 8) +
+			    (size_t)KDA_C * (K + 4) + 2 * (size_t)KDA_C * 40 + (size_t)KDA_C * 68 +
+			    (size_t)KDA_C * (KDA_C + 8) + 2 * K);
+	return 4 * ((size_t)K * 40 + (size_t)KDA_C * (K + 4) + (size_t)KDA_C * (K + 8) +
+		    2 * (size_t)KDA_C * 40 + (size_t)KDA_C * (KDA_C + 4) + 2 * K);
 }
 
 size_t haccel__cuda_kda_chunked_scratch(uint32_t T, uint32_t H, uint32_t K, uint32_t V,
@@ -203,8 +207,15 @@ int haccel__cuda_kda_chunked(struct haccel__gpu *g, void *stream, haccel__dptr q
 		return 0;
 	if (!scratch)
 		return -EINVAL;
-	FN("haccel_kda_chunk_prep");
-	ret = haccel__gpu_fn(g, "haccel_kda_chunk_state", &state_fn);
+	/* Pass 2 has a kernel for K <= 128 and one for wider keys; K = 128
+	 * (and V = 128 in pass 1), the model's heads, have their own with
+	 * constant strides. */
+	FN(K == 128 && V == 128 ? "haccel_kda_chunk_prep_128" : "haccel_kda_chunk_prep");
+	ret = haccel__gpu_fn(g,
+			     K == 128 ? "haccel_kda_chunk_state2_128" :
+			     K < 128  ? "haccel_kda_chunk_state2" :
+					"haccel_kda_chunk_state",
+			     &state_fn);
 	if (ret)
 		return ret;
 	if ((int)state_smem(KDA_MAX_K) > smem_max)
