@@ -488,10 +488,11 @@ __device__ __forceinline__ void kda_mma3(float big[4], float small[4], const kda
 /* Start copying rows x cols floats (cols % 4 == 0) from global (row
  * stride gs) to shared (stride ss), 16 bytes a copy; columns from lim on
  * and rows from rn on are zeros, stored now. Completes at a later
- * __pipeline_wait_prior. For the chunked kernels' blocks of KDA_THREADS
- * threads; with constant sizes the loop unrolls and divides by shifts. */
+ * __pipeline_wait_prior. For blocks of NT threads; with constant sizes
+ * the loop unrolls and divides by shifts. */
 #define KDA_THREADS 256u
 
+template <uint32_t NT = KDA_THREADS>
 __device__ __forceinline__ void kda_copy_tile(float *dst, uint32_t ss, const float *src,
 					      size_t gs, uint32_t rows, uint32_t cols,
 					      uint32_t lim, uint32_t rn)
@@ -499,7 +500,7 @@ __device__ __forceinline__ void kda_copy_tile(float *dst, uint32_t ss, const flo
 	const uint32_t c4 = cols / 4;
 
 #pragma unroll 8
-	for (uint32_t x = threadIdx.x; x < rows * c4; x += KDA_THREADS) {
+	for (uint32_t x = threadIdx.x; x < rows * c4; x += NT) {
 		const uint32_t r = x / c4, c = 4 * (x % c4);
 
 		if (c < lim && r < rn)
@@ -605,7 +606,8 @@ __device__ __forceinline__ void kda_chunk_prep(const float *q, const float *k, c
 	 * its 8 columns 8 (u % 2). The diagonal blocks, whose decays do not
 	 * factor within bounds, go elementwise: thread 2 p + hc (p < 120) takes
 	 * pair p of the strictly lower 16 x 16 triangle in all four blocks,
-	 * half hc of the sum over K (the halves meet through one shuffle);
+	 * the columns 8 x + 4 hc .. + 3 of the sum over K (the halves meet
+	 * through one shuffle; interleaved, their loads hit other banks);
 	 * threads 240-255 take Q's diagonal, sums of q k (e^0 = 1). A stays
 	 * in registers until G is dead; Q goes out as it is made, zeros above
 	 * the diagonal and past row n.
@@ -684,7 +686,7 @@ __device__ __forceinline__ void kda_chunk_prep(const float *q, const float *k, c
 			const uint32_t oi = (16 * I + da) * LD, oj = (16 * I + db) * LD;
 			float a = 0.0f, q = 0.0f;
 
-			for (uint32_t c = hc * (K / 2); c < (hc + 1) * (K / 2); c += 4) {
+			for (uint32_t c = 4 * hc; c < K; c += 8) {
 				const float4 gi = *(const float4 *)(G + oi + c);
 				const float4 gj = *(const float4 *)(G + oj + c);
 				const float4 ki = *(const float4 *)(kk + oi + c);
