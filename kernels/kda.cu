@@ -24,16 +24,23 @@
  *             forward substitution for B = beta v (U') and
  *             B = beta e^G k (W); also e^G q (QG), e^(G_last - G) k (KL),
  *             e^G_last (EL). All into scratch, padded with zero rows to a
- *             full chunk.
- *           pass 2, per (segment, head, 32 columns of V), chunks in order,
- *             the state tile in shared memory:
+ *             full chunk. A and Q's blocks below the diagonal (16 x 16)
+ *             are products on the tensor cores, the decay factored
+ *             through the block's first row; the diagonal blocks go
+ *             elementwise.
+ *           pass 2, per (segment, head, 32 columns of V), chunks in order:
  *               u = U' - W S0           (= the CPU's forward substitution
  *                                        of r = beta (v - S0^T e^G k))
  *               o = QG S0 + Q u
  *               S = EL * S0 + KL^T u
- *           The pass 2 products run on the tensor cores in 3xTF32 (each
- *           fp32 operand split into a tf32 high part and a tf32 remainder,
- *           three products summed in fp32), which keeps fp32 accuracy.
+ *             haccel_kda_chunk_state2 (K <= 128) keeps the state tile in
+ *             registers, haccel_kda_chunk_state (wider keys) in shared
+ *             memory.
+ *           The products run on the tensor cores in 3xTF32 (each fp32
+ *           operand split into a tf32 high part and a remainder, three
+ *           products summed in fp32), which keeps fp32 accuracy. K = 128
+ *           (and V = 128 in pass 1) has its own instances, strides
+ *           constant.
  *
  * Every decay is the exponential of a non-positive difference of prefix
  * sums (G_i - G_j, j <= i, G_last - G_j) or of G_i itself, never a ratio.
@@ -854,26 +861,20 @@ KDA_CHUNK_PREP(haccel_kda_chunk_prep, 0, 0)
 KDA_CHUNK_PREP(haccel_kda_chunk_prep_128, 128, 128)
 
 /*
- * Pass 2 shared memory, in floats: S [K][KDA_SB]; W [KDA_C][K + 4];
- * QG [KDA_C][K + 8], and KL [KDA_C][K + 8] when K <= 128 (kda_state_three:
- * three slots, else KL takes QG's slot in turn); U0, U1 [KDA_C][KDA_SB]
- * (U' then u, by chunk parity); Q [KDA_C][KDA_QP]; EL0, EL1 [K]. Row
- * strides keep the fragment loads on 32 banks: 4 times an odd number of
- * floats for tiles read by rows (W, QG, Q), 8 times an odd number for
- * tiles read by columns (S, U, KL). Every tile starts 16-byte aligned.
+ * Pass 2 for K > 128 (haccel_kda_chunk_state2 below takes K <= 128),
+ * shared memory in floats: S [K][KDA_SB]; W [KDA_C][K + 4]; QG, then KL,
+ * [KDA_C][K + 8] (one slot in turn); U0, U1 [KDA_C][KDA_SB] (U' then u,
+ * by chunk parity); Q [KDA_C][KDA_QP]; EL0, EL1 [K]. Row strides keep
+ * the fragment loads on 32 banks: 4 times an odd number of floats for
+ * tiles read by rows (W, QG, Q), 8 times an odd number for tiles read by
+ * columns (S, U, KL). Every tile starts 16-byte aligned.
  */
 #define KDA_SB 40u
 #define KDA_QP (KDA_C + 4)
 
-__host__ __device__ __forceinline__ bool kda_state_three(uint32_t K)
-{
-	return K <= 128;
-}
-
 __host__ __device__ __forceinline__ size_t kda_state_smem(uint32_t K)
 {
-	return (size_t)K * KDA_SB + (size_t)KDA_C * (K + 4) +
-	       (size_t)KDA_C * (K + 8) * (kda_state_three(K) ? 2 : 1) +
+	return (size_t)K * KDA_SB + (size_t)KDA_C * (K + 4) + (size_t)KDA_C * (K + 8) +
 	       2 * (size_t)KDA_C * KDA_SB + (size_t)KDA_C * KDA_QP + 2 * (size_t)K;
 }
 
@@ -890,10 +891,9 @@ __host__ __device__ __forceinline__ size_t kda_state_smem(uint32_t K)
  * halves do the same share of the triangle of Q. Needs K % 16 == 0.
  *
  * The scratch arrives by asynchronous copies, each overlapping products:
- * the next chunk's W, QG, Q, U', EL during (d) (their slots are free once
- * (c) is done); KL during (a) and (c) with three slots, else into QG's
- * slot after (a), and QG then after (d). Copy groups, oldest first, each
- * waited for just before its use.
+ * the next chunk's W, Q, U', EL during (d) (their slots are free once (c)
+ * is done); KL into QG's slot after (a), during (c); the next QG after
+ * (d). Copy groups, oldest first, each waited for just before its use.
  */
 template <uint32_t KT>
 __device__ __forceinline__ void kda_chunk_state(float *o, uint32_t H, uint32_t Kr, uint32_t V,
@@ -908,7 +908,6 @@ __device__ __forceinline__ void kda_chunk_state(float *o, uint32_t H, uint32_t K
 	const uint32_t WP = K + 4, LP = K + 8, vl = min(KDA_TILE_V, V - c0); /* vl % 4 == 0 */
 	const uint32_t t_beg = seg_off[s], t_end = seg_off[s + 1];
 	const uint32_t nt = warp & 3, mt[2] = {warp >> 2, 3 - (warp >> 2)};
-	const bool three = kda_state_three(K);
 	const size_t per = kda_chunk_floats(K, V);
 
 	if (t_end <= t_beg)
@@ -916,22 +915,19 @@ __device__ __forceinline__ void kda_chunk_state(float *o, uint32_t H, uint32_t K
 	/* Buffer pairs as base + parity * size: arrays of pointers would
 	 * live in local memory. */
 	float *S = (float *)kda_smem, *XW = S + K * KDA_SB, *XQ = XW + KDA_C * WP;
-	float *XK = three ? XQ + KDA_C * LP : XQ, *U0 = XK + KDA_C * LP;
+	float *U0 = XQ + KDA_C * LP;
 	float *Qs = U0 + 2 * KDA_C * KDA_SB, *EL0 = Qs + KDA_C * KDA_QP;
 	float *Sg = (float *)(state_base + seg_slot[s] * slot_stride) + (size_t)h * K * V + c0;
 	const float *in = scratch + ((size_t)(t_beg / KDA_C + s) * H + h) * per;
 	float sr[2][4][4];
 
-	/* Prologue: S and chunk 0's W, QG, U', EL, Q; then its KL. */
+	/* Prologue: S and chunk 0's W, QG, U', EL, Q. */
 	kda_copy_tile(S, KDA_SB, Sg, V, K, KDA_TILE_V, vl, K);
 	kda_copy_tile(XW, WP, in, K, KDA_C, K, K, KDA_C);
 	kda_copy_tile(XQ, WP, in + KDA_OFF_QG(K), K, KDA_C, K, K, KDA_C);
 	kda_copy_tile(U0, KDA_SB, in + KDA_OFF_U(K) + c0, V, KDA_C, KDA_TILE_V, vl, KDA_C);
 	kda_copy_tile(EL0, K, in + KDA_OFF_EL(K), K, 1, K, K, 1);
 	kda_copy_tile(Qs, KDA_QP, in + KDA_OFF_Q(K, V), KDA_C, KDA_C, KDA_C, KDA_C, KDA_C);
-	__pipeline_commit();
-	if (three)
-		kda_copy_tile(XK, LP, in + KDA_OFF_KL(K), K, KDA_C, K, K, KDA_C);
 	__pipeline_commit();
 
 	for (uint32_t t0 = t_beg, ci = 0; t0 < t_end; t0 += KDA_C, ci++) {
@@ -942,12 +938,8 @@ __device__ __forceinline__ void kda_chunk_state(float *o, uint32_t H, uint32_t K
 		float *EL = EL0 + b * K, *ELn = EL0 + (b ^ 1) * K;
 		float aw[2][4] = {}, aws[2][4] = {}, aq[2][4] = {}, aqs[2][4] = {};
 
-		/* W, QG, U', EL, Q (and S) are in; with three slots KL may
-		 * still be on its way. */
-		if (three)
-			__pipeline_wait_prior(1);
-		else
-			__pipeline_wait_prior(0);
+		/* W, QG, U', EL, Q (and S) are in. */
+		__pipeline_wait_prior(0);
 		__syncthreads();
 		if (ci == 0)
 #pragma unroll
@@ -966,7 +958,7 @@ __device__ __forceinline__ void kda_chunk_state(float *o, uint32_t H, uint32_t K
 				}
 
 		/* (a) and QG S, one fragment of S for both. */
-		#pragma unroll 4
+#pragma unroll 4
 		for (uint32_t kk = 0; kk < K; kk += 8) {
 			kda_fb bs = kda_load_b(S + kk * KDA_SB + 8 * nt, KDA_SB);
 
@@ -986,15 +978,16 @@ __device__ __forceinline__ void kda_chunk_state(float *o, uint32_t H, uint32_t K
 			float2 *p = (float2 *)(U + (16 * mt[i] + g) * KDA_SB + 8 * nt + 2 * t);
 			float2 x = p[0], y = p[4 * KDA_SB];
 
-			p[0] = make_float2(x.x - (aw[i][0] + aws[i][0]), x.y - (aw[i][1] + aws[i][1]));
+			p[0] = make_float2(x.x - (aw[i][0] + aws[i][0]),
+					   x.y - (aw[i][1] + aws[i][1]));
 			p[4 * KDA_SB] =
-				make_float2(y.x - (aw[i][2] + aws[i][2]), y.y - (aw[i][3] + aws[i][3]));
+				make_float2(y.x - (aw[i][2] + aws[i][2]),
+					    y.y - (aw[i][3] + aws[i][3]));
 		}
 		__syncthreads();
 
-		/* QG is done with: with two slots, KL takes its room now. */
-		if (!three)
-			kda_copy_tile(XQ, LP, in + KDA_OFF_KL(K), K, KDA_C, K, K, KDA_C);
+		/* QG is done with: KL takes its room. */
+		kda_copy_tile(XQ, LP, in + KDA_OFF_KL(K), K, KDA_C, K, K, KDA_C);
 		__pipeline_commit();
 
 		/* (c) o = QG S + Q U. Q is lower triangular: row tile m needs
@@ -1003,7 +996,7 @@ __device__ __forceinline__ void kda_chunk_state(float *o, uint32_t H, uint32_t K
 		for (int i = 0; i < 2; i++) {
 			const uint32_t m = mt[i], r = t0 + 16 * m + g, col = 8 * nt + 2 * t;
 
-			#pragma unroll 4
+#pragma unroll 4
 			for (uint32_t kk = 0; kk < 16 * (m + 1); kk += 8) {
 				kda_fa a = kda_load_a(Qs + 16 * m * KDA_QP + kk, KDA_QP, 1);
 				kda_fb bu = kda_load_b(U + kk * KDA_SB + 8 * nt, KDA_SB);
@@ -1021,14 +1014,13 @@ __device__ __forceinline__ void kda_chunk_state(float *o, uint32_t H, uint32_t K
 						aq[i][2] + aqs[i][2], aq[i][3] + aqs[i][3]);
 			}
 		}
-		/* KL is in; W, QG (three slots), Q and U' are done with. */
+		/* KL is in; W, Q and U' are done with. */
 		__pipeline_wait_prior(0);
 		__syncthreads();
 		if (more) {
 			kda_copy_tile(XW, WP, nx, K, KDA_C, K, K, KDA_C);
-			if (three)
-				kda_copy_tile(XQ, WP, nx + KDA_OFF_QG(K), K, KDA_C, K, K, KDA_C);
-			kda_copy_tile(Qs, KDA_QP, nx + KDA_OFF_Q(K, V), KDA_C, KDA_C, KDA_C, KDA_C, KDA_C);
+			kda_copy_tile(Qs, KDA_QP, nx + KDA_OFF_Q(K, V), KDA_C, KDA_C, KDA_C, KDA_C,
+				      KDA_C);
 			kda_copy_tile(Un, KDA_SB, nx + KDA_OFF_U(K) + c0, V, KDA_C, KDA_TILE_V,
 				      vl, KDA_C);
 			kda_copy_tile(ELn, K, nx + KDA_OFF_EL(K), K, 1, K, K, 1);
@@ -1050,9 +1042,9 @@ __device__ __forceinline__ void kda_chunk_state(float *o, uint32_t H, uint32_t K
 			for (int c = 0; c < 4; c++)
 				sr[j][c][0] *= e0, sr[j][c][1] *= e0, sr[j][c][2] *= e1,
 					sr[j][c][3] *= e1;
-			#pragma unroll 4
+#pragma unroll 4
 			for (uint32_t kk = 0; kk < KDA_C; kk += 8) {
-				kda_fa a = kda_load_a(XK + kk * LP + 16 * rt, 1, LP);
+				kda_fa a = kda_load_a(XQ + kk * LP + 16 * rt, 1, LP);
 
 #pragma unroll
 				for (int c = 0; c < 4; c++)
@@ -1072,11 +1064,9 @@ __device__ __forceinline__ void kda_chunk_state(float *o, uint32_t H, uint32_t K
 		}
 		__syncthreads();
 
-		/* KL is done with: the next chunk's KL (three slots) or QG
-		 * takes its slot. */
+		/* KL is done with: the next chunk's QG takes its slot. */
 		if (more)
-			kda_copy_tile(XK, three ? LP : WP, nx + (three ? KDA_OFF_KL(K) : KDA_OFF_QG(K)),
-				      K, KDA_C, K, K, KDA_C);
+			kda_copy_tile(XQ, WP, nx + KDA_OFF_QG(K), K, KDA_C, K, K, KDA_C);
 		__pipeline_commit();
 		in = nx;
 	}
@@ -1283,7 +1273,8 @@ __device__ __forceinline__ void kda_chunk_state2(float *o, uint32_t H, uint32_t 
 					kda_store_split(U2, r, col, x.x - v[0], x.y - v[1]);
 					kda_store_split(U2, r + 8, col, y.x - v[2], y.y - v[3]);
 				} else {
-					*(float2 *)(OS + r * KDA_U1 + col) = make_float2(v[0], v[1]);
+					*(float2 *)(OS + r * KDA_U1 + col) =
+						make_float2(v[0], v[1]);
 					*(float2 *)(OS + (r + 8) * KDA_U1 + col) =
 						make_float2(v[2], v[3]);
 				}
@@ -1328,7 +1319,8 @@ __device__ __forceinline__ void kda_chunk_state2(float *o, uint32_t H, uint32_t 
 		__pipeline_wait_prior(1);
 		__syncthreads();
 		if (more) {
-			kda_copy_tile(Qs, KDA_Q2, nx + KDA_OFF_Q(K, V), KDA_C, KDA_C, KDA_C, KDA_C, KDA_C);
+			kda_copy_tile(Qs, KDA_Q2, nx + KDA_OFF_Q(K, V), KDA_C, KDA_C, KDA_C, KDA_C,
+				      KDA_C);
 			kda_copy_tile(ELn, K, nx + KDA_OFF_EL(K), K, 1, K, K, 1);
 		}
 		__pipeline_commit();
@@ -1376,7 +1368,8 @@ __device__ __forceinline__ void kda_chunk_state2(float *o, uint32_t H, uint32_t 
 			const uint32_t r = 16 * warp + g, col = 8 * c + 2 * t;
 
 			if (col < vl) {
-				*(float2 *)(Sg + (size_t)r * V + col) = make_float2(sr[c][0], sr[c][1]);
+				*(float2 *)(Sg + (size_t)r * V + col) =
+					make_float2(sr[c][0], sr[c][1]);
 				*(float2 *)(Sg + (size_t)(r + 8) * V + col) =
 					make_float2(sr[c][2], sr[c][3]);
 			}
