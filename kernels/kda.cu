@@ -895,13 +895,11 @@ __host__ __device__ __forceinline__ size_t kda_state_smem(uint32_t K)
  * is done); KL into QG's slot after (a), during (c); the next QG after
  * (d). Copy groups, oldest first, each waited for just before its use.
  */
-template <uint32_t KT>
-__device__ __forceinline__ void kda_chunk_state(float *o, uint32_t H, uint32_t Kr, uint32_t V,
+__device__ __forceinline__ void kda_chunk_state(float *o, uint32_t H, uint32_t K, uint32_t V,
 						const uint32_t *seg_off, const uint32_t *seg_slot,
 						char *state_base, uint64_t slot_stride,
 						const float *scratch)
 {
-	const uint32_t K = KT ? KT : Kr;
 	const uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const uint32_t g = lane >> 2, t = lane & 3;
 	const uint32_t s = blockIdx.x, h = blockIdx.y, c0 = blockIdx.z * KDA_TILE_V;
@@ -1076,18 +1074,6 @@ __device__ __forceinline__ void kda_chunk_state(float *o, uint32_t H, uint32_t K
 		*(float4 *)(Sg + (size_t)r * V + c) = *(const float4 *)(S + r * KDA_SB + c);
 	}
 }
-
-#define KDA_CHUNK_STATE(name, KT)                                                            \
-	HACCEL_K void __launch_bounds__(256)                                                  \
-		name(float *o, uint32_t H, uint32_t K, uint32_t V, const uint32_t *seg_off,   \
-		     const uint32_t *seg_slot, char *state_base, uint64_t slot_stride,        \
-		     const float *scratch)                                                    \
-	{                                                                                     \
-		kda_chunk_state<KT>(o, H, K, V, seg_off, seg_slot, state_base, slot_stride,   \
-				    scratch);                                                 \
-	}
-
-KDA_CHUNK_STATE(haccel_kda_chunk_state, 0)
 
 /*
  * Pass 2 for K <= 128, in shared memory (floats): S2 [K / 2][KDA_PQ][4];
@@ -1376,15 +1362,17 @@ __device__ __forceinline__ void kda_chunk_state2(float *o, uint32_t H, uint32_t 
 		}
 }
 
-#define KDA_CHUNK_STATE2(name, KT)                                                           \
+/* Pass 2's entry points: wide keys, K <= 128, and K = 128 with constant
+ * strides. */
+#define KDA_CHUNK_STATE(name, fn)                                                            \
 	HACCEL_K void __launch_bounds__(256)                                                  \
 		name(float *o, uint32_t H, uint32_t K, uint32_t V, const uint32_t *seg_off,   \
 		     const uint32_t *seg_slot, char *state_base, uint64_t slot_stride,        \
 		     const float *scratch)                                                    \
 	{                                                                                     \
-		kda_chunk_state2<KT>(o, H, K, V, seg_off, seg_slot, state_base, slot_stride,  \
-				     scratch);                                                \
+		fn(o, H, K, V, seg_off, seg_slot, state_base, slot_stride, scratch);          \
 	}
 
-KDA_CHUNK_STATE2(haccel_kda_chunk_state2, 0)
-KDA_CHUNK_STATE2(haccel_kda_chunk_state2_128, 128)
+KDA_CHUNK_STATE(haccel_kda_chunk_state, kda_chunk_state)
+KDA_CHUNK_STATE(haccel_kda_chunk_state2, kda_chunk_state2<0>)
+KDA_CHUNK_STATE(haccel_kda_chunk_state2_128, kda_chunk_state2<128>)
