@@ -517,6 +517,15 @@ __device__ __forceinline__ void kda_copy_tile(float *dst, uint32_t ss, const flo
 	}
 }
 
+/* Pass 1's off-diagonal block pair P = 0..5: (I, J) = (1,0) (2,0) (2,1)
+ * (3,0) (3,1) (3,2), as x and y. */
+__device__ __forceinline__ uint2 kda_offdiag_block(uint32_t P)
+{
+	const uint32_t I = P < 1 ? 1 : P < 3 ? 2 : 3;
+
+	return make_uint2(I, P - (I * (I - 1)) / 2);
+}
+
 /* Pass 1 shared memory, in floats, D = max(K, V, KDA_AP): G, kk, qq
  * [KDA_C][LD] and beta [KDA_C], LD = D rounded up to 16, plus 8: 8 times
  * an odd number, so that the 8-byte fragment loads of 16 rows hit 32
@@ -609,8 +618,8 @@ __device__ __forceinline__ void kda_chunk_prep(const float *q, const float *k, c
 	 * so A_IJ = (k e^(G - G_r))_I (k e^(G_r - G))_J^T, and Q_IJ the same
 	 * with q on the left: products on the tensor cores (3xTF32), the
 	 * factors formed as the fragments are loaded. Unit u = 0..11 (warp
-	 * u % 8) takes pair u / 2 of (1,0) (2,0) (2,1) (3,0) (3,1) (3,2) and
-	 * its 8 columns 8 (u % 2). The diagonal blocks, whose decays do not
+	 * u % 8) takes block pair u / 2 (kda_offdiag_block) and its 8 columns
+	 * 8 (u % 2). The diagonal blocks, whose decays do not
 	 * factor within bounds, go elementwise: thread 2 p + hc (p < 120) takes
 	 * pair p of the strictly lower 16 x 16 triangle in all four blocks,
 	 * the columns 8 x + 4 hc .. + 3 of the sum over K (the halves meet
@@ -633,7 +642,8 @@ __device__ __forceinline__ void kda_chunk_prep(const float *q, const float *k, c
 
 		if (u >= 12)
 			break;
-		const uint32_t I = P < 1 ? 1 : P < 3 ? 2 : 3, J = P - (I * (I - 1)) / 2;
+		const uint2 IJ = kda_offdiag_block(P);
+		const uint32_t I = IJ.x, J = IJ.y;
 		const uint32_t i0 = 16 * I + g, j0 = 16 * J + 8 * (u & 1) + g;
 		const float *Gr = G + 16 * I * LD + 2 * t;
 		float aA[4] = {}, sA[4] = {}, aQ[4] = {}, sQ[4] = {};
@@ -774,7 +784,8 @@ __device__ __forceinline__ void kda_chunk_prep(const float *q, const float *k, c
 
 		if (u >= 12)
 			break;
-		const uint32_t I = P < 1 ? 1 : P < 3 ? 2 : 3, J = P - (I * (I - 1)) / 2;
+		const uint2 IJ = kda_offdiag_block(P);
+		const uint32_t I = IJ.x, J = IJ.y;
 
 #pragma unroll
 		for (int e = 0; e < 4; e++) {
@@ -1140,6 +1151,16 @@ __device__ __forceinline__ kda_fb kda_load_b2(const float *p)
 	return b;
 }
 
+/* big, small [c] += a times column tile c (0..3) of the split tile whose
+ * pair row kk / 2 starts at b */
+__device__ __forceinline__ void kda_mma3_row4(float big[4][4], float small[4][4],
+					      const kda_fa &a, const float *b)
+{
+#pragma unroll
+	for (int c = 0; c < 4; c++)
+		kda_mma3(big[c], small[c], a, kda_load_b2(b + 8 * c * 4));
+}
+
 /* One row of C fragments (v0, v1 at row r = .. + g, columns col = 2t,
  * 2t + 1) into a split tile at p (pair row 0, column 0): rows 2p, 2p + 1
  * meet through one shuffle with lane ^ 4, the even row's thread writing
@@ -1237,12 +1258,8 @@ __device__ __forceinline__ void kda_chunk_state2(float *o, uint32_t H, uint32_t 
 
 #pragma unroll
 			for (uint32_t kk = 0; kk < K; kk += 8) {
-				const kda_fa a = kda_load_a2(X + kk, WP);
-
-#pragma unroll
-				for (int c = 0; c < 4; c++)
-					kda_mma3(big[c], small[c], a,
-						 kda_load_b2(S2 + (kk / 2 * KDA_PQ + 8 * c) * 4));
+				kda_mma3_row4(big, small, kda_load_a2(X + kk, WP),
+					      S2 + kk / 2 * KDA_PQ * 4);
 			}
 #pragma unroll
 			for (int c = 0; c < 4; c++) {
@@ -1322,12 +1339,8 @@ __device__ __forceinline__ void kda_chunk_state2(float *o, uint32_t H, uint32_t 
 				sr[c][0] *= e0, sr[c][1] *= e0, sr[c][2] *= e1, sr[c][3] *= e1;
 #pragma unroll
 			for (uint32_t kk = 0; kk < KDA_C; kk += 8) {
-				const kda_fa a = kda_load_at2(XK + kk * LP + 16 * warp, LP);
-
-#pragma unroll
-				for (int c = 0; c < 4; c++)
-					kda_mma3(sr[c], small[c], a,
-						 kda_load_b2(U2 + (kk / 2 * KDA_PQ + 8 * c) * 4));
+				kda_mma3_row4(sr, small, kda_load_at2(XK + kk * LP + 16 * warp, LP),
+					      U2 + kk / 2 * KDA_PQ * 4);
 			}
 #pragma unroll
 			for (int c = 0; c < 4; c++) {
