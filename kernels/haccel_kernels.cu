@@ -5,5 +5,6 @@
 #include "kutil.cuh"
 
 #include "common.cu"
+#include "gemm.cu"
 #include "kda.cu"
 #include "dsa.cu"

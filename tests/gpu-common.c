@@ -303,7 +303,8 @@ static uint16_t *to_bf16(float *x, size_t n)
 }
 
 /*
- * cuBLASLt linear layers against the CPU matmul on bf16-exact inputs (only the
+ * Linear layers (through haccel__gemm_run: the few-row kernel up to 16 rows,
+ * cuBLASLt beyond) against the CPU matmul on bf16-exact inputs (only the
  * order of the fp32 sums differs): |err| <= 1e-5 * sum_k |x_k w_k|,
  * checked as 2e-4 absolute on values of order 1 plus 1e-4 relative:
  * decode-sized (1 to 64 rows) and prefill-sized shapes, N and K of no
@@ -395,9 +396,134 @@ static void test_gemm_batched(void)
 	gpu_close();
 }
 
+/*
+ * The few-row GEMM kernel (haccel__gemm_few, M <= 16) against the CPU
+ * matmul and against cuBLASLt, on bf16-exact inputs, with test_linear's
+ * tolerance. The shapes reach every edge of its tiling: one token, 8 and 9
+ * (one and two token tiles), 13 and 16; N not a multiple of 16, and N
+ * below 16; more 16-row tiles than two an SM, so blocks take several in
+ * turn; K not a multiple of 32 or of the 8 warps' runs, K in several
+ * steps of a warp, and K too short for every warp to have a run; rows of
+ * A and C padded; bias;
+ * accumulate; the batched shared-input form linear_n uses. C outside the
+ * M x N window keeps its bytes, a second run gives the same bits, and
+ * the shapes it does not take are refused (-ENOTSUP) and still run
+ * through haccel__gemm_run.
+ */
+static void test_gemm_few(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	/* M, N, K, pad of A's rows, pad of C's rows, batch */
+	const uint32_t shapes[][6] = {
+		{ 1, 2048, 2048, 0, 0, 1 }, { 8, 1000, 96, 8, 3, 1 },  { 9, 16, 5632, 0, 0, 1 },
+		{ 16, 4097, 2056, 16, 1, 1 }, { 3, 5, 8, 0, 0, 1 },   { 2, 333, 264, 0, 0, 3 },
+		{ 16, 48, 128, 8, 0, 2 },   { 13, 2048, 768, 0, 7, 1 }, { 5, 9000, 520, 0, 2, 2 },
+		{ 12, 4500, 4104, 0, 0, 1 }, { 1, 32000, 64, 0, 0, 1 },
+	};
+
+	for (unsigned int i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		uint32_t T = shapes[i][0], N = shapes[i][1], K = shapes[i][2], nb = shapes[i][5];
+		uint32_t lda = K + shapes[i][3], ldc = N + shapes[i][4];
+		bool with_bias = i % 2, acc = i % 3 == 2;
+		size_t nc = (size_t)nb * T * ldc;
+		float *x = rnd((size_t)T * K, -1, 1), *w = rnd((size_t)nb * N * K, -1, 1);
+		float *bias = rnd(N, -1, 1), *c0 = rnd(nc, -4, 4);
+		float *want = malloc(nc * 4), *got = malloc(nc * 4), *lt = malloc(nc * 4);
+		float *y = malloc((size_t)T * N * 4);
+		uint16_t *xb = to_bf16(x, (size_t)T * K), *wb = to_bf16(w, (size_t)nb * N * K);
+		uint16_t *xs = calloc((size_t)T * lda, 2);
+		double atol = 1e-5 * sqrt((double)K) * 4 * (acc ? 2 : 1);
+		bool outside_kept = true;
+
+		KTAP_ASSERT(want && got && lt && y && xs);
+		for (uint32_t t = 0; t < T; t++)
+			memcpy(xs + (size_t)t * lda, xb + (size_t)t * K, (size_t)K * 2);
+		memcpy(want, c0, nc * 4);
+		for (uint32_t b = 0; b < nb; b++) {
+			haccel__cpu_matmul(y, x, w + (size_t)b * N * K, with_bias ? bias : NULL, T, N, K);
+			for (uint32_t t = 0; t < T; t++)
+				for (uint32_t n = 0; n < N; n++) {
+					float *o = want + ((size_t)b * T + t) * ldc + n;
+					*o = (acc ? *o : 0.0f) + y[(size_t)t * N + n];
+				}
+		}
+		haccel__dptr dx = gpu_up(xs, (size_t)T * lda * 2);
+		haccel__dptr dw = gpu_up(wb, (size_t)nb * N * K * 2), db = gpu_up(bias, N * 4);
+		haccel__dptr dc = gpu_up(c0, nc * 4), dl = gpu_up(c0, nc * 4), dr = gpu_up(c0, nc * 4);
+		struct haccel__gemm op = {
+			.M = T, .N = N, .K = K, .A = dx, .B = dw, .C = dc, .bias = with_bias ? db : 0,
+			.lda = lda, .ldb = K, .ldc = ldc, .stride_a = 0,
+			.stride_b = (int64_t)N * K, .stride_c = (int64_t)T * ldc,
+			.batch = nb, .trans_b = 1, .accumulate = acc,
+		};
+
+		ktap_diag("few-row gemm: %u x %u x %u, batch %u, A rows of %u, C rows of %u%s%s", T,
+			  N, K, nb, lda, ldc, with_bias ? ", bias" : "", acc ? ", accumulate" : "");
+		KTAP_ASSERT_EQ(haccel__gemm_few(g, NULL, &op), 0);
+		gpu_down(got, dc, nc * 4);
+		KTAP_EXPECT(gpu_close_enough("few-row gemm", got, want, nc, atol, 1e-4));
+		for (size_t k = 0; k < nc; k++)
+			if (k % ldc >= N && memcmp(&got[k], &c0[k], 4))
+				outside_kept = false;
+		KTAP_EXPECT(outside_kept);
+		op.C = dl;
+		KTAP_ASSERT_EQ(haccel__gemm_lt(g, NULL, &op), 0);
+		gpu_down(lt, dl, nc * 4);
+		KTAP_EXPECT(gpu_close_enough("few-row gemm vs cuBLASLt", got, lt, nc, atol, 1e-4));
+		op.C = dr;
+		KTAP_ASSERT_EQ(haccel__gemm_few(g, NULL, &op), 0);
+		KTAP_EXPECT(gpu_same(dc, dr, nc * 4));
+		free(x), free(w), free(bias), free(c0), free(want), free(got), free(lt), free(y);
+		free(xb), free(wb), free(xs);
+	}
+
+	/* Refused: 17 rows, B stored [K][N], K or ldb not a multiple of 8, A
+	 * not 16-byte aligned; haccel__gemm_run still runs them (cuBLASLt). */
+	uint32_t T = 5, N = 40, K = 36;
+	float *x = rnd((size_t)17 * 40, -1, 1), *w = rnd((size_t)N * 40, -1, 1);
+	float *want = malloc((size_t)T * N * 4), *got = malloc((size_t)T * N * 4);
+	uint16_t *xb = to_bf16(x, (size_t)17 * 40), *wb = to_bf16(w, (size_t)N * 40);
+	haccel__dptr dx = gpu_up(xb, (size_t)17 * 40 * 2), dw = gpu_up(wb, (size_t)N * 40 * 2);
+	haccel__dptr dc = gpu_alloc((size_t)17 * N * 4);
+	struct haccel__gemm base = {
+		.M = 8, .N = N, .K = 40, .A = dx, .B = dw, .C = dc, .lda = 40, .ldb = 40,
+		.ldc = N, .batch = 1, .trans_b = 1,
+	}, op;
+
+	KTAP_ASSERT(want && got);
+	op = base, op.M = 17;
+	KTAP_EXPECT_EQ(haccel__gemm_few(g, NULL, &op), -ENOTSUP);
+	op = base, op.trans_b = 0, op.ldb = N;
+	KTAP_EXPECT_EQ(haccel__gemm_few(g, NULL, &op), -ENOTSUP);
+	op = base, op.K = K;
+	KTAP_EXPECT_EQ(haccel__gemm_few(g, NULL, &op), -ENOTSUP);
+	op = base, op.ldb = 44, op.N = N - 4;
+	KTAP_EXPECT_EQ(haccel__gemm_few(g, NULL, &op), -ENOTSUP);
+	op = base, op.A = dx + 2, op.K = 32;
+	KTAP_EXPECT_EQ(haccel__gemm_few(g, NULL, &op), -ENOTSUP);
+	KTAP_EXPECT_EQ(haccel__gemm_few(g, NULL, &base), 0);
+	/* K = 36 over rows of 40: the first 36 of each row. */
+	for (uint32_t t = 0; t < T; t++)
+		for (uint32_t n = 0; n < N; n++) {
+			float s = 0.0f;
+
+			for (uint32_t k = 0; k < K; k++)
+				s += x[(size_t)t * 40 + k] * w[(size_t)n * 40 + k];
+			want[(size_t)t * N + n] = s;
+		}
+	op = base, op.M = T, op.K = K;
+	KTAP_ASSERT_EQ(haccel__gemm_run(g, NULL, &op), 0);
+	gpu_down(got, dc, (size_t)T * N * 4);
+	KTAP_EXPECT(gpu_close_enough("refused shape through haccel__gemm_run", got, want,
+				     (size_t)T * N, 1e-5 * 6 * 4, 1e-4));
+	free(x), free(w), free(want), free(got), free(xb), free(wb);
+	gpu_close();
+}
+
 static const struct ktap_case cases[] = {
 	KTAP_CASE(test_linear),
 	KTAP_CASE(test_gemm_batched),
+	KTAP_CASE(test_gemm_few),
 	KTAP_CASE(test_norms),
 	KTAP_CASE(test_embed_swiglu),
 	KTAP_CASE(test_bf16),

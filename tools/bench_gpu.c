@@ -174,6 +174,34 @@ static double time_it(struct gb *b, launch_fn fn, void *arg, int warm, int iters
 	return ms / 1e3 / iters;
 }
 
+/* The same, with the iters calls captured in one CUDA graph and launched
+ * as one (as a decode step runs them): no launch overheads in the time. */
+static double time_graph(struct gb *b, launch_fn fn, void *arg, int iters)
+{
+	void *st = b->g->stream, *gr = NULL, *ex = NULL;
+	float ms = 0;
+	int ret = 0;
+
+	if (fn(b, arg) || b->cu->StreamSynchronize(st))
+		return -1;
+	if (b->cu->StreamBeginCapture(st, HACCEL__CU_STREAM_CAPTURE_MODE_GLOBAL))
+		return -1;
+	for (int i = 0; i < iters && !ret; i++)
+		ret = fn(b, arg);
+	if (b->cu->StreamEndCapture(st, &gr) || ret || !gr ||
+	    b->cu->GraphInstantiateWithFlags(&ex, gr, 0))
+		ret = -1;
+	if (!ret && (b->cu->GraphLaunch(ex, st) || b->cu->EventRecord(b->e0, st) ||
+		     b->cu->GraphLaunch(ex, st) || b->cu->EventRecord(b->e1, st) ||
+		     b->cu->EventSynchronize(b->e1) || b->cu->EventElapsedTime(&ms, b->e0, b->e1)))
+		ret = -1;
+	if (ex)
+		b->cu->GraphExecDestroy(ex);
+	if (gr)
+		b->cu->GraphDestroy(gr);
+	return ret ? -1 : ms / 1e3 / iters;
+}
+
 static void row(struct gb *b, const char *what, const char *shape, double sec, double bytes,
 		double flops)
 {
@@ -472,6 +500,114 @@ out:
 	return ret;
 }
 
+/*
+ * Decode GEMMs: every weight shape of the `small` preset's step, by the
+ * few-row kernel and by cuBLASLt, at M rows, timed in a CUDA graph as the
+ * step runs them. Each call reads another copy of the weights (at least
+ * 256 MB of copies in turn), so no call finds them in the L2 cache; bytes
+ * are the weights, the input and the output.
+ */
+struct gemm_shape {
+	const char *what;
+	uint32_t N, K, batch, per_step;
+	int64_t lda, stride_a;     /* 0: K, 0 */
+};
+
+struct few_arg {
+	struct haccel__gemm op;
+	uint64_t w0, wstride;
+	uint32_t copies, i;
+	bool lt;
+};
+
+static int few_once(struct gb *b, void *arg)
+{
+	struct few_arg *a = arg;
+
+	a->op.B = a->w0 + (uint64_t)(a->i++ % a->copies) * a->wstride;
+	return a->lt ? haccel__gemm_lt(b->g, NULL, &a->op) : haccel__gemm_few(b->g, NULL, &a->op);
+}
+
+static int bench_gemm(struct gb *b, uint32_t M)
+{
+	/* small: D 2048, MLP 5632, KDA 16 x 128 (ranks 128), DSA 16 heads
+	 * (q LoRA 768, latent 512 + 64, 128 + 64 query dims, v 128), index
+	 * 16 x 128; 12 KDA and 4 DSA layers, 16 MLPs. */
+	static const struct gemm_shape sh[] = {
+		{ "kda q/k/v", 2048, 2048, 3, 12, 0, 0 },
+		{ "kda f_a, g_a", 128, 2048, 1, 24, 0, 0 },
+		{ "kda f_b, g_b", 2048, 128, 1, 24, 0, 0 },
+		{ "kda beta", 16, 2048, 1, 12, 0, 0 },
+		{ "attn out (kda, dsa)", 2048, 2048, 1, 16, 0, 0 },
+		{ "dsa q_a", 768, 2048, 1, 4, 0, 0 },
+		{ "dsa q_b", 3072, 768, 1, 4, 0, 0 },
+		{ "dsa index q", 2048, 768, 1, 4, 0, 0 },
+		{ "dsa kv_a", 576, 2048, 1, 4, 0, 0 },
+		{ "dsa index k", 128, 2048, 1, 4, 0, 0 },
+		{ "dsa index w", 16, 2048, 1, 4, 0, 0 },
+		{ "dsa W_UV per head", 128, 512, 16, 4, 16 * 512, 512 },
+		{ "mlp gate/up", 5632, 2048, 2, 16, 0, 0 },
+		{ "mlp down", 2048, 5632, 1, 16, 0, 0 },
+		{ "lm_head", 32000, 2048, 1, 1, 0, 0 },
+	};
+	const unsigned int n_sh = sizeof(sh) / sizeof(sh[0]);
+	double step[2] = { 0, 0 }, step_bytes = 0;
+	char shape[96];
+
+	for (unsigned int i = 0; i < n_sh; i++) {
+		const struct gemm_shape *s = &sh[i];
+		unsigned int mark = b->n;
+		int64_t lda = s->lda ? s->lda : s->K;
+		uint64_t wb = (uint64_t)s->batch * s->N * s->K * 2;
+		uint64_t wstride = (wb + 255) & ~255ull;
+		uint32_t copies = (uint32_t)((256ull << 20) / wstride + 1);
+		uint64_t abytes = (uint64_t)M * lda * 2 + (uint64_t)s->stride_a * 2 * (s->batch - 1);
+		uint64_t cbytes = (uint64_t)s->batch * M * s->N * 4;
+		struct few_arg a = { .copies = copies, .wstride = wstride };
+		double t[2], bytes = (double)wb + (double)M * s->K * 2 * s->batch + (double)cbytes;
+
+		a.w0 = dalloc(b, wstride * copies);
+		a.op = (struct haccel__gemm){
+			.M = M, .N = s->N, .K = s->K, .A = dalloc(b, abytes), .C = dalloc(b, cbytes),
+			.lda = lda, .ldb = s->K, .ldc = s->N, .stride_a = s->stride_a,
+			.stride_b = (int64_t)s->N * s->K, .stride_c = (int64_t)M * s->N,
+			.batch = s->batch, .trans_b = 1,
+		};
+		if (!a.w0 || !a.op.A || !a.op.C)
+			return -ENOMEM;
+		if (b->cu->MemsetD8Async(a.w0, 0x3c, wstride * copies, b->g->stream) ||
+		    b->cu->MemsetD8Async(a.op.A, 0x3c, abytes, b->g->stream))
+			return -EIO;
+		for (int lt = 0; lt < 2; lt++) {
+			a.lt = lt;
+			t[lt] = time_graph(b, few_once, &a, copies < 40 ? 40 : copies);
+			if (t[lt] <= 0)
+				return -EIO;
+			step[lt] += t[lt] * s->per_step;
+		}
+		step_bytes += (double)wb * s->per_step;
+		char nb[16] = "";
+
+		if (s->batch > 1)
+			snprintf(nb, sizeof(nb), " x %u", s->batch);
+		snprintf(shape, sizeof(shape), "M=%u %ux%u%s (%s)", M, s->N, s->K, nb, s->what);
+		row(b, "gemm_few", shape, t[0], bytes, 0);
+		row(b, "gemm_cublaslt", shape, t[1], bytes, 0);
+		dfree_to(b, mark);
+	}
+	fprintf(tbl, "  decode GEMMs of small a step at M=%u: few-row kernel %.3f ms, cuBLASLt %.3f ms (%.2fx); the weights at the copy bandwidth %.3f ms\n",
+		M, step[0] * 1e3, step[1] * 1e3, step[1] / step[0], step_bytes / b->copy_bw * 1e3);
+	json_t *r = json_object();
+	json_object_set_new(r, "kernel", json_string("decode_gemms_small"));
+	json_object_set_new(r, "M", json_integer(M));
+	json_object_set_new(r, "few_seconds_per_step", json_real(step[0]));
+	json_object_set_new(r, "cublaslt_seconds_per_step", json_real(step[1]));
+	json_object_set_new(r, "weight_bytes_per_step", json_real(step_bytes));
+	json_object_set_new(r, "copy_bound_seconds", json_real(step_bytes / b->copy_bw));
+	json_array_append_new(json_object_get(b->out, "kernels"), r);
+	return 0;
+}
+
 static void kusage(FILE *f)
 {
 	fprintf(f,
@@ -483,17 +619,19 @@ static void kusage(FILE *f)
 		"  kda_chunked   one 8192-token prefill, 32 and 64 heads\n"
 		"  indexer_topk  batch 1..64 queries at 64K context, 32 index heads, top-k 2048\n"
 		"  sparse_mla    the same selections, 16 and 64 heads\n"
+		"  gemm          the decode GEMMs of the small preset at 1, 8 and 16 rows:\n"
+		"                the few-row kernel and cuBLASLt\n"
 		"  --quick       fewer shapes\n"
-		"  --only LIST   only these of the four (indexer_topk and sparse_mla run\n"
+		"  --only LIST   only these (indexer_topk and sparse_mla run\n"
 		"                together: sparse MLA reads the indexer's selections)\n");
 }
 
 int bench_kernels(int argc, char **argv, int json)
 {
 	static const char *const names[] = { "kda_decode", "kda_chunked", "indexer_topk",
-					      "sparse_mla" };
+					      "sparse_mla", "gemm" };
 	struct gb b = { 0 };
-	bool quick = false, want[4] = { true, true, true, true };
+	bool quick = false, want[5] = { true, true, true, true, true };
 	int ret;
 
 	for (int i = 1; i < argc; i++) {
@@ -506,10 +644,10 @@ int bench_kernels(int argc, char **argv, int json)
 			for (tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
 				unsigned int k = 0;
 
-				while (k < 4 && strcmp(tok, names[k]))
+				while (k < 5 && strcmp(tok, names[k]))
 					k++;
-				if (k == 4) {
-					tool_err("kernels: unknown kernel '%s' (kda_decode, kda_chunked, indexer_topk, sparse_mla)",
+				if (k == 5) {
+					tool_err("kernels: unknown kernel '%s' (kda_decode, kda_chunked, indexer_topk, sparse_mla, gemm)",
 						 tok);
 					return EXIT_USAGE;
 				}
@@ -548,6 +686,10 @@ int bench_kernels(int argc, char **argv, int json)
 			ret = bench_dsa(&b, Ds[i], 65536, 32, 16, 2048);
 	if (dsa && !ret && !quick)
 		ret = bench_dsa(&b, 32, 65536, 32, 64, 2048);
+	const uint32_t Ms[] = { 1, 8, 16 };
+	for (unsigned int i = 0; want[4] && !ret && i < 3; i++)
+		if (!quick || Ms[i] == 1)
+			ret = bench_gemm(&b, Ms[i]);
 	if (ret) {
 		char err[512];
 		haccel_last_error(b.ctx, err, sizeof(err));

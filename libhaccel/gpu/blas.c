@@ -260,7 +260,65 @@ static int same_shape(const struct haccel__gemm *a, const struct haccel__gemm *b
 	       a->trans_b == b->trans_b && !a->bias == !b->bias && !a->accumulate == !b->accumulate;
 }
 
+/* The shapes haccel__gemm_few takes (blas.h). */
+static bool few_fits(const struct haccel__gemm *k)
+{
+	bool batched = k->batch > 1;
+
+	return k->M <= 16 && k->trans_b && k->K % 8 == 0 && k->lda % 8 == 0 &&
+	       k->ldb % 8 == 0 && k->lda >= k->K && k->ldb >= k->K && k->ldc >= k->N &&
+	       k->A % 16 == 0 && k->B % 16 == 0 && k->C % 4 == 0 && k->bias % 4 == 0 &&
+	       (!batched || (k->stride_a % 8 == 0 && k->stride_b % 8 == 0)) &&
+	       k->batch <= 65535 && k->N <= 0x7fffffffu;
+}
+
+int haccel__gemm_few(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op)
+{
+	uint32_t nt = (op->N + 15) / 16, batch = op->batch > 1 ? op->batch : 1;
+	uint32_t acc = op->accumulate ? 1 : 0, cap, per;
+	uint64_t C = op->C, A = op->A, B = op->B, bias = op->bias;
+	int64_t sa = batch > 1 ? op->stride_a : 0, sb = batch > 1 ? op->stride_b : 0;
+	int64_t sc = batch > 1 ? op->stride_c : 0;
+	void *fn;
+	int ret;
+
+	if (!few_fits(op))
+		return -ENOTSUP;
+	if (!op->M || !op->N)
+		return 0;
+	ret = haccel__gpu_fn(g, op->M <= 8 ? "haccel_gemm_few8" : "haccel_gemm_few16", &fn);
+	if (ret)
+		return ret;
+	/* Two blocks an SM (the kernels' launch bounds) in one wave, each
+	 * through an equal count of 16-row tiles. */
+	cap = (2 * (uint32_t)(g->cu->sm_count > 0 ? g->cu->sm_count : 1) + batch - 1) / batch;
+	per = (nt + cap - 1) / cap;
+	return HACCEL__LAUNCH(g, fn, (nt + per - 1) / per, batch, 1, 256, 1, 1, 0, stream, &C, &A,
+			      &B, &bias,
+			      (void *)&op->M, (void *)&op->N, (void *)&op->K, (void *)&op->lda,
+			      (void *)&op->ldb, (void *)&op->ldc, &sa, &sb, &sc, &acc);
+}
+
+/*
+ * Weights of at least this many bytes a call go to cuBLASLt even when
+ * the few-row kernel takes the shape: there its blocks' whole tiles leave
+ * part of the last wave idle, and cuBLASLt streams them faster (on the
+ * H200 at one row: 82% against 78% of the copy bandwidth for the MLP's
+ * 46 MB gate and up, 93% against 80% for a 131 MB lm_head; below, the
+ * kernel is ahead, by 2x on the small projections: docs/benchmarks.md).
+ */
+#define FEW_MAX_BYTES (32ull << 20)
+
 int haccel__gemm_run(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op)
+{
+	uint64_t wbytes = (uint64_t)(op->batch > 1 ? op->batch : 1) * op->N * op->K * 2;
+
+	if (!g->gemm_lt_only && few_fits(op) && wbytes < FEW_MAX_BYTES)
+		return haccel__gemm_few(g, stream, op);
+	return haccel__gemm_lt(g, stream, op);
+}
+
+int haccel__gemm_lt(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op)
 {
 	struct haccel__blas *b;
 	struct shape *s = NULL;

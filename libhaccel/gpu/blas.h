@@ -33,10 +33,24 @@ struct haccel__gemm {
 	uint32_t accumulate;
 };
 
-/* Run it on stream (NULL: g's stream). Returns 0, -ENODEV (no cuBLASLt:
- * the message says where it was looked for), -ENOTSUP (no algorithm for
- * the shape), -EIO. */
+/* Run it on stream (NULL: g's stream): by haccel__gemm_few where it
+ * takes the shape and the weights are under 32 MiB (unless
+ * HACCEL_GEMM=cublaslt), else by cuBLASLt.
+ * Returns 0, -ENODEV (no cuBLASLt: the message says where it was looked
+ * for), -ENOTSUP (no algorithm for the shape), -EIO. */
 int haccel__gemm_run(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op);
+
+/* The same GEMM by cuBLASLt, whatever the shape. */
+int haccel__gemm_lt(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op);
+
+/*
+ * The same GEMM by haccel's kernel for few rows (kernels/gemm.cu), which
+ * reads the weights once at close to the copy bandwidth: M <= 16, trans_b,
+ * K, lda, ldb (and stride_a, stride_b when batched) multiples of 8, A and
+ * B 16-byte aligned. Returns -ENOTSUP (nothing launched, no message) for
+ * any other shape.
+ */
+int haccel__gemm_few(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op);
 
 /* y[T][N] = x[T][K] . W[N][K]^T (+ bias): x bf16 (rows of ldx), W bf16, y
  * fp32 (rows of N). */

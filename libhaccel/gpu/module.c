@@ -15,6 +15,7 @@ int haccel__gpu_get(struct haccel_ctx *ctx, struct haccel__gpu **out)
 {
 	struct haccel__cuda *cu;
 	struct haccel__gpu *g;
+	const char *env;
 	int ret;
 
 	*out = NULL;
@@ -35,6 +36,8 @@ int haccel__gpu_get(struct haccel_ctx *ctx, struct haccel__gpu **out)
 		return -ENOMEM;
 	g->ctx = ctx;
 	g->cu = cu;
+	env = getenv("HACCEL_GEMM");
+	g->gemm_lt_only = env && !strcmp(env, "cublaslt");
 	ret = HACCEL__CU(ctx, cu->ModuleLoadData(&g->module, haccel__fatbin));
 	if (!ret)
 		ret = HACCEL__CU(ctx, cu->StreamCreate(&g->stream, HACCEL__CU_STREAM_NON_BLOCKING));

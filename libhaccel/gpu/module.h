@@ -7,6 +7,7 @@
 #ifndef HACCEL_GPU_MODULE_H
 #define HACCEL_GPU_MODULE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,7 @@ struct haccel__gpu {
 	void *module;
 	void *stream;              /* compute stream, non-blocking */
 	struct haccel__blas *blas; /* cuBLASLt, loaded on first GEMM */
+	bool gemm_lt_only;         /* HACCEL_GEMM=cublaslt: no few-row kernel */
 	struct {
 		const char *name;
 		void *fn;

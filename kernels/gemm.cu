@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: MIT
+/*
+ * GEMMs of few rows (decode): C[M][N] (+)= A[M][K] . B[N][K]^T (+ bias), M
+ * at most 16, A and B bf16, C fp32, with fp32 accumulation. The weight
+ * matrix B is the whole cost: it is read once, straight from global memory
+ * into mma fragments (no shared-memory staging), with every load of a
+ * warp's part of K issued before the first product, so a block has all of
+ * its weight bytes in flight at once. The host side is blas.c (the
+ * dispatch from haccel__gemm_run), the CPU reference haccel__cpu_matmul.
+ *
+ * A block takes tiles of 16 rows of B (the mma's M side) with all of K,
+ * split over its 8 warps in runs of 32; the rows of A (tokens, at most 8 MT8) are
+ * the mma's N side, 8 a tile. The k order inside a run of 32 is permuted
+ * (the same for both operands, so the sum is the same): lane (g, c) of
+ * an mma holds logical k {2c, 2c + 1, 2c + 8, 2c + 9} of step s at
+ * physical k 8c + 4s + {0, 1, 2, 3}, so each operand row is one 16-byte
+ * load per lane and run. Partial sums of the 8 warps meet in shared
+ * memory and are added in warp order: one order, so replays give the
+ * same bits.
+ */
+
+#define GEMM_FEW_WARPS 8
+#define GEMM_FEW_ROWS 16
+
+/* 16 bytes at p where ok, else zeros, without a branch: weight rows (read
+ * once: not kept in L1) and rows of A (read by every block). */
+__device__ __forceinline__ uint4 gemm_ld_stream(const uint16_t *p, bool ok)
+{
+	uint4 v;
+
+	asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %5, 0;\n"
+		     "mov.b32 %0, 0;\nmov.b32 %1, 0;\nmov.b32 %2, 0;\nmov.b32 %3, 0;\n"
+		     "@q ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n}\n"
+		     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "r"((int)ok));
+	return v;
+}
+
+__device__ __forceinline__ uint4 gemm_ld(const uint16_t *p, bool ok)
+{
+	uint4 v;
+
+	asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %5, 0;\n"
+		     "mov.b32 %0, 0;\nmov.b32 %1, 0;\nmov.b32 %2, 0;\nmov.b32 %3, 0;\n"
+		     "@q ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];\n}\n"
+		     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "r"((int)ok));
+	return v;
+}
+
+__device__ __forceinline__ void gemm_mma_bf16(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
+					      uint32_t a3, uint32_t b0, uint32_t b1)
+{
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+	    "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+	    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/*
+ * Block (batch blockIdx.y), 8 warps, through the tiles of 16 rows of B
+ * blockIdx.x, + gridDim.x, ... A warp's work is a run of steps, each U
+ * runs of 32 k of one tile (its part of K, (K / 32) / 8 runs, takes
+ * ceil(part / U) steps); the loads of step s + 1 are issued as soon as the
+ * products of step s have consumed its registers, before the partial sums
+ * of a finished tile go through shared memory, so the weight stream does
+ * not stop between tiles.
+ */
+template <int MT8, int U>
+__device__ __forceinline__ void gemm_few(float *C, const uint16_t *A, const uint16_t *B,
+					 const float *bias, uint32_t M, uint32_t N, uint32_t K,
+					 int64_t lda, int64_t ldb, int64_t ldc, int64_t sa,
+					 int64_t sb, int64_t sc, uint32_t accumulate)
+{
+	__shared__ float red[GEMM_FEW_WARPS][GEMM_FEW_ROWS][8 * MT8 + 1];
+	uint32_t lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+	uint32_t nrun = (K + 31) / 32, per = (nrun + GEMM_FEW_WARPS - 1) / GEMM_FEW_WARPS;
+	uint32_t r0 = w * per, r1 = r0 + per < nrun ? r0 + per : nrun;
+	uint32_t nstep = r1 > r0 ? (r1 - r0 + U - 1) / U : 0;
+	uint32_t ntile = (N + GEMM_FEW_ROWS - 1) / GEMM_FEW_ROWS;
+	const uint16_t *ar[MT8];
+	bool aok[MT8];
+	uint4 wa[U], wb[U], xv[U][MT8];
+	float acc[MT8][4];
+
+	A += (int64_t)blockIdx.y * sa;
+	B += (int64_t)blockIdx.y * sb;
+	C += (int64_t)blockIdx.y * sc;
+#pragma unroll
+	for (int i = 0; i < MT8; i++) {
+		uint32_t m = 8 * i + g;
+
+		aok[i] = m < M;
+		ar[i] = A + (int64_t)(aok[i] ? m : 0) * lda + 8 * c;
+	}
+	/* The loads of step st of tile tile (none past the warp's runs). */
+	auto issue = [&](uint32_t tile, uint32_t st) {
+		uint32_t n0 = tile * GEMM_FEW_ROWS, r = r0 + st * U;
+		bool ok0 = n0 + g < N, ok8 = n0 + g + 8 < N;
+		const uint16_t *b0 = B + (int64_t)(ok0 ? n0 + g : 0) * ldb + 8 * c;
+		const uint16_t *b8 = B + (int64_t)(ok8 ? n0 + g + 8 : 0) * ldb + 8 * c;
+
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			bool in = r + u < r1 && (r + u) * 32 + 8 * c < K;
+
+			wa[u] = gemm_ld_stream(b0 + (r + u) * 32, in && ok0);
+			wb[u] = gemm_ld_stream(b8 + (r + u) * 32, in && ok8);
+#pragma unroll
+			for (int i = 0; i < MT8; i++)
+				xv[u][i] = gemm_ld(ar[i] + (r + u) * 32, in && aok[i]);
+		}
+	};
+
+	if (blockIdx.x < ntile && nstep)
+		issue(blockIdx.x, 0);
+	for (uint32_t tile = blockIdx.x; tile < ntile; tile += gridDim.x) {
+#pragma unroll
+		for (int i = 0; i < MT8; i++)
+			acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+		for (uint32_t st = 0; st < nstep; st++) {
+#pragma unroll
+			for (int u = 0; u < U; u++)
+#pragma unroll
+				for (int i = 0; i < MT8; i++) {
+					gemm_mma_bf16(acc[i], wa[u].x, wb[u].x, wa[u].y, wb[u].y,
+						      xv[u][i].x, xv[u][i].y);
+					gemm_mma_bf16(acc[i], wa[u].z, wb[u].z, wa[u].w, wb[u].w,
+						      xv[u][i].z, xv[u][i].w);
+				}
+			if (st + 1 < nstep)
+				issue(tile, st + 1);
+			else if (tile + gridDim.x < ntile)
+				issue(tile + gridDim.x, 0);
+		}
+		/* acc[i]: rows n0 + g (0, 1) and n0 + g + 8 (2, 3) of C^T,
+		 * tokens 8 i + 2 c and + 1. */
+#pragma unroll
+		for (int i = 0; i < MT8; i++) {
+			red[w][g][8 * i + 2 * c] = acc[i][0];
+			red[w][g][8 * i + 2 * c + 1] = acc[i][1];
+			red[w][g + 8][8 * i + 2 * c] = acc[i][2];
+			red[w][g + 8][8 * i + 2 * c + 1] = acc[i][3];
+		}
+		__syncthreads();
+		uint32_t n0 = tile * GEMM_FEW_ROWS;
+
+		for (uint32_t o = threadIdx.x; o < GEMM_FEW_ROWS * 8 * MT8; o += blockDim.x) {
+			uint32_t n = o % GEMM_FEW_ROWS, m = o / GEMM_FEW_ROWS;
+			float v = 0.0f;
+
+			if (m >= M || n0 + n >= N)
+				continue;
+#pragma unroll
+			for (int ww = 0; ww < GEMM_FEW_WARPS; ww++)
+				v += red[ww][n][m];
+			if (bias)
+				v += bias[n0 + n];
+			float *y = C + (int64_t)m * ldc + n0 + n;
+			*y = accumulate ? *y + v : v;
+		}
+		/* red is written again by the next tile */
+		__syncthreads();
+	}
+}
+
+#define GEMM_FEW(name, MT8, U)                                                               \
+	HACCEL_K void __launch_bounds__(GEMM_FEW_WARPS * 32, 2)                                  \
+	name(float *C, const uint16_t *A, const uint16_t *B, const float *bias, uint32_t M,     \
+	     uint32_t N, uint32_t K, int64_t lda, int64_t ldb, int64_t ldc, int64_t sa,         \
+	     int64_t sb, int64_t sc, uint32_t accumulate)                                       \
+	{                                                                                       \
+		gemm_few<MT8, U>(C, A, B, bias, M, N, K, lda, ldb, ldc, sa, sb, sc,          \
+				    accumulate);                                                \
+	}
+
+GEMM_FEW(haccel_gemm_few8, 1, 8)
+GEMM_FEW(haccel_gemm_few16, 2, 4)
