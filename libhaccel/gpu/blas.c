@@ -302,18 +302,21 @@ int haccel__gemm_few(struct haccel__gpu *g, void *stream, const struct haccel__g
 /*
  * Weights of at least this many bytes a call go to cuBLASLt even when
  * the few-row kernel takes the shape: there its blocks' whole tiles leave
- * part of the last wave idle, and cuBLASLt streams them faster (on the
- * H200 at one row: 82% against 78% of the copy bandwidth for the MLP's
- * 46 MB gate and up, 93% against 80% for a 131 MB lm_head; below, the
- * kernel is ahead, by 2x on the small projections: docs/benchmarks.md).
+ * part of the last wave idle, and cuBLASLt streams them as fast or faster
+ * (H200, graph-timed: at one row 82% against 78% of the copy bandwidth
+ * for the MLP's 46 MB gate and up, 93% against 80% for a 131 MB lm_head;
+ * at 16 rows, 65% against 59% for the 25 MB q/k/v and 53% against 51%
+ * for the 23 MB MLP down; below, the kernel is ahead, by up to 2x on the
+ * small projections: docs/benchmarks.md). The kernel for 9-16 rows reads
+ * twice the activations of the one for up to 8.
  */
-#define FEW_MAX_BYTES (32ull << 20)
+#define FEW_MAX_BYTES(M) ((M) <= 8 ? 32ull << 20 : 16ull << 20)
 
 int haccel__gemm_run(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op)
 {
 	uint64_t wbytes = (uint64_t)(op->batch > 1 ? op->batch : 1) * op->N * op->K * 2;
 
-	if (!g->gemm_lt_only && few_fits(op) && wbytes < FEW_MAX_BYTES)
+	if (!g->gemm_lt_only && few_fits(op) && wbytes < FEW_MAX_BYTES(op->M))
 		return haccel__gemm_few(g, stream, op);
 	return haccel__gemm_lt(g, stream, op);
 }
