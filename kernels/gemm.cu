@@ -23,15 +23,19 @@
 #define GEMM_FEW_ROWS 16
 
 /* 16 bytes at p where ok, else zeros, without a branch: weight rows (read
- * once: not kept in L1) and rows of A (read by every block). */
+ * once: not kept in L1, hint ".L1::no_allocate") and rows of A (read by
+ * every block, hint ""). */
+#define GEMM_LD(hint, p, ok, v)                                                                  \
+	asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %5, 0;\n"                               \
+		     "mov.b32 %0, 0;\nmov.b32 %1, 0;\nmov.b32 %2, 0;\nmov.b32 %3, 0;\n"            \
+		     "@q ld.global.nc" hint ".v4.u32 {%0,%1,%2,%3}, [%4];\n}\n"                    \
+		     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "r"((int)(ok)))
+
 __device__ __forceinline__ uint4 gemm_ld_stream(const uint16_t *p, bool ok)
 {
 	uint4 v;
 
-	asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %5, 0;\n"
-		     "mov.b32 %0, 0;\nmov.b32 %1, 0;\nmov.b32 %2, 0;\nmov.b32 %3, 0;\n"
-		     "@q ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n}\n"
-		     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "r"((int)ok));
+	GEMM_LD(".L1::no_allocate", p, ok, v);
 	return v;
 }
 
@@ -39,10 +43,7 @@ __device__ __forceinline__ uint4 gemm_ld(const uint16_t *p, bool ok)
 {
 	uint4 v;
 
-	asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %5, 0;\n"
-		     "mov.b32 %0, 0;\nmov.b32 %1, 0;\nmov.b32 %2, 0;\nmov.b32 %3, 0;\n"
-		     "@q ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];\n}\n"
-		     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "r"((int)ok));
+	GEMM_LD("", p, ok, v);
 	return v;
 }
 

@@ -440,7 +440,8 @@ static void test_gemm_few(void)
 			memcpy(xs + (size_t)t * lda, xb + (size_t)t * K, (size_t)K * 2);
 		memcpy(want, c0, nc * 4);
 		for (uint32_t b = 0; b < nb; b++) {
-			haccel__cpu_matmul(y, x, w + (size_t)b * N * K, with_bias ? bias : NULL, T, N, K);
+			haccel__cpu_matmul(y, x, w + (size_t)b * N * K, with_bias ? bias : NULL, T,
+					   N, K);
 			for (uint32_t t = 0; t < T; t++)
 				for (uint32_t n = 0; n < N; n++) {
 					float *o = want + ((size_t)b * T + t) * ldc + n;
@@ -449,9 +450,11 @@ static void test_gemm_few(void)
 		}
 		haccel__dptr dx = gpu_up(xs, (size_t)T * lda * 2);
 		haccel__dptr dw = gpu_up(wb, (size_t)nb * N * K * 2), db = gpu_up(bias, N * 4);
-		haccel__dptr dc = gpu_up(c0, nc * 4), dl = gpu_up(c0, nc * 4), dr = gpu_up(c0, nc * 4);
+		haccel__dptr dc = gpu_up(c0, nc * 4), dl = gpu_up(c0, nc * 4);
+		haccel__dptr dr = gpu_up(c0, nc * 4);
 		struct haccel__gemm op = {
-			.M = T, .N = N, .K = K, .A = dx, .B = dw, .C = dc, .bias = with_bias ? db : 0,
+			.M = T, .N = N, .K = K, .A = dx, .B = dw, .C = dc,
+			.bias = with_bias ? db : 0,
 			.lda = lda, .ldb = K, .ldc = ldc, .stride_a = 0,
 			.stride_b = (int64_t)N * K, .stride_c = (int64_t)T * ldc,
 			.batch = nb, .trans_b = 1, .accumulate = acc,
@@ -491,15 +494,23 @@ static void test_gemm_few(void)
 	}, op;
 
 	KTAP_ASSERT(want && got);
-	op = base, op.M = 17;
+	op = base;
+	op.M = 17;
 	KTAP_EXPECT_EQ(haccel__gemm_few(g, NULL, &op), -ENOTSUP);
-	op = base, op.trans_b = 0, op.ldb = N;
+	op = base;
+	op.trans_b = 0;
+	op.ldb = N;
 	KTAP_EXPECT_EQ(haccel__gemm_few(g, NULL, &op), -ENOTSUP);
-	op = base, op.K = K;
+	op = base;
+	op.K = K;
 	KTAP_EXPECT_EQ(haccel__gemm_few(g, NULL, &op), -ENOTSUP);
-	op = base, op.ldb = 44, op.N = N - 4;
+	op = base;
+	op.ldb = 44;
+	op.N = N - 4;
 	KTAP_EXPECT_EQ(haccel__gemm_few(g, NULL, &op), -ENOTSUP);
-	op = base, op.A = dx + 2, op.K = 32;
+	op = base;
+	op.A = dx + 2;
+	op.K = 32;
 	KTAP_EXPECT_EQ(haccel__gemm_few(g, NULL, &op), -ENOTSUP);
 	KTAP_EXPECT_EQ(haccel__gemm_few(g, NULL, &base), 0);
 	/* K = 36 over rows of 40: the first 36 of each row. */
@@ -511,7 +522,9 @@ static void test_gemm_few(void)
 				s += x[(size_t)t * 40 + k] * w[(size_t)n * 40 + k];
 			want[(size_t)t * N + n] = s;
 		}
-	op = base, op.M = T, op.K = K;
+	op = base;
+	op.M = T;
+	op.K = K;
 	KTAP_ASSERT_EQ(haccel__gemm_run(g, NULL, &op), 0);
 	gpu_down(got, dc, (size_t)T * N * 4);
 	KTAP_EXPECT(gpu_close_enough("refused shape through haccel__gemm_run", got, want,
