@@ -272,31 +272,35 @@ static bool few_fits(const struct haccel__gemm *k)
 	       k->batch <= 65535 && k->N <= 0x7fffffffu;
 }
 
-int haccel__gemm_few(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op)
+/* Launch the few-row kernel for a shape few_fits took. */
+static int few_launch(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op)
 {
 	uint32_t nt = (op->N + 15) / 16, batch = op->batch > 1 ? op->batch : 1;
 	uint32_t acc = op->accumulate ? 1 : 0, cap, per;
 	uint64_t C = op->C, A = op->A, B = op->B, bias = op->bias;
-	int64_t sa = batch > 1 ? op->stride_a : 0, sb = batch > 1 ? op->stride_b : 0;
-	int64_t sc = batch > 1 ? op->stride_c : 0;
 	void *fn;
 	int ret;
 
-	if (!few_fits(op))
-		return -ENOTSUP;
 	if (!op->M || !op->N)
 		return 0;
 	ret = haccel__gpu_fn(g, op->M <= 8 ? "haccel_gemm_few8" : "haccel_gemm_few16", &fn);
 	if (ret)
 		return ret;
 	/* Two blocks an SM (the kernels' launch bounds) in one wave, each
-	 * through an equal count of 16-row tiles. */
+	 * through an equal count of 16-row tiles. The batch strides are
+	 * read only for blockIdx.y > 0. */
 	cap = (2 * (uint32_t)(g->cu->sm_count > 0 ? g->cu->sm_count : 1) + batch - 1) / batch;
 	per = (nt + cap - 1) / cap;
 	return HACCEL__LAUNCH(g, fn, (nt + per - 1) / per, batch, 1, 256, 1, 1, 0, stream, &C, &A,
-			      &B, &bias,
-			      (void *)&op->M, (void *)&op->N, (void *)&op->K, (void *)&op->lda,
-			      (void *)&op->ldb, (void *)&op->ldc, &sa, &sb, &sc, &acc);
+			      &B, &bias, (void *)&op->M, (void *)&op->N, (void *)&op->K,
+			      (void *)&op->lda, (void *)&op->ldb, (void *)&op->ldc,
+			      (void *)&op->stride_a, (void *)&op->stride_b, (void *)&op->stride_c,
+			      &acc);
+}
+
+int haccel__gemm_few(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op)
+{
+	return few_fits(op) ? few_launch(g, stream, op) : -ENOTSUP;
 }
 
 /*
@@ -317,7 +321,7 @@ int haccel__gemm_run(struct haccel__gpu *g, void *stream, const struct haccel__g
 	uint64_t wbytes = (uint64_t)(op->batch > 1 ? op->batch : 1) * op->N * op->K * 2;
 
 	if (!g->gemm_lt_only && few_fits(op) && wbytes < FEW_MAX_BYTES(op->M))
-		return haccel__gemm_few(g, stream, op);
+		return few_launch(g, stream, op);
 	return haccel__gemm_lt(g, stream, op);
 }
 
