@@ -482,6 +482,183 @@ haccel_attn_res_mix8(float *h, const float *src0, uint64_t src_stride, uint32_t 
 }
 
 
+/*
+ * The residual mix for at most NS sources (NS = 8 or 16), a block a token,
+ * each thread on CH chunks of 4 dims (dims 4 (tid + k blockDim) .. + 3, k
+ * < CH) of every source, all loaded at once into registers (16-byte loads;
+ * D % 4 == 0 and 16-byte aligned rows, ops_common.c checks and picks w8n
+ * (8, 1), w8 (8, 2) or w16 (16, 1)). The sums of
+ * x^2 and of (q w) x of all NS sources meet in one transposed butterfly
+ * (arm_tsum: 2 NS - 1 shuffles for 2 NS sums, not 5 per sum), then through
+ * shared memory in warp order, so the logits take one barrier; every warp
+ * forms the softmax itself. The weighted sum of the sources comes from the
+ * registers, and the layer's input norm takes a second barrier. Fixed
+ * orders throughout: a replay gives the same bits. The sums run in
+ * another order than the CPU's (and than rmsnorm_bf16's): within the
+ * tolerances of docs/model.md.
+ */
+#define ARM_W_THREADS 512
+
+/* v[0 .. N) of every lane to warp sums, N a power of two <= 32: lane l
+ * ends with the sum of v[(l >> (5 - log2 N))], in v[0]. */
+template <int HN, int O>
+__device__ __forceinline__ void arm_tsum_step(float *v, uint32_t lane)
+{
+	bool up = lane & O;
+
+#pragma unroll
+	for (int i = 0; i < HN; i++) {
+		float lo = v[i], hi = v[i + HN];
+		float send = up ? lo : hi, keep = up ? hi : lo;
+
+		v[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+	}
+	if constexpr (HN > 1)
+		arm_tsum_step<HN / 2, O / 2>(v, lane);
+	else
+#pragma unroll
+		for (int o = O / 2; o >= 1; o >>= 1)
+			v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
+}
+
+template <int N>
+__device__ __forceinline__ void arm_tsum(float *v)
+{
+	arm_tsum_step<N / 2, 16>(v, threadIdx.x & 31);
+}
+
+template <int NS, int CH>
+__device__ __forceinline__ void arm_wide(float *h, const float *src0, uint64_t src_stride,
+					 uint32_t n_src, const float *query, const float *norm_w,
+					 uint32_t D, float eps, uint16_t *yb, const float *out_w)
+{
+	const int N = 2 * NS, SH = NS == 16 ? 0 : 1;
+	__shared__ float part[ARM_W_THREADS / 32][N];
+	__shared__ float nsq[ARM_W_THREADS / 32];
+	uint32_t tid = threadIdx.x, lane = tid & 31, w = tid >> 5, nw = blockDim.x >> 5;
+	size_t t = blockIdx.x;
+	float4 x[CH][NS];
+	float v[N];
+
+#pragma unroll
+	for (int k = 0; k < CH; k++) {
+		uint32_t d = 4 * (tid + k * blockDim.x);
+
+#pragma unroll
+		for (int j = 0; j < NS; j++)
+			x[k][j] = d < D && (uint32_t)j < n_src ?
+					  *(const float4 *)(src0 + j * src_stride + t * D + d) :
+					  make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+	}
+#pragma unroll
+	for (int i = 0; i < N; i++)
+		v[i] = 0.0f;
+#pragma unroll
+	for (int k = 0; k < CH; k++) {
+		uint32_t d = 4 * (tid + k * blockDim.x);
+
+		if (d >= D)
+			continue;
+		float4 q = *(const float4 *)(query + d), nd = *(const float4 *)(norm_w + d);
+		float qw[4] = { q.x * nd.x, q.y * nd.y, q.z * nd.z, q.w * nd.w };
+#pragma unroll
+		for (int j = 0; j < NS; j++) {
+			float e[4] = { x[k][j].x, x[k][j].y, x[k][j].z, x[k][j].w };
+
+#pragma unroll
+			for (int c = 0; c < 4; c++) {
+				v[2 * j] += e[c] * e[c];
+				v[2 * j + 1] += qw[c] * e[c];
+			}
+		}
+	}
+	/* sums of source j: x^2 at quantity 2 j, (q w) x at 2 j + 1 */
+	arm_tsum<N>(v);
+	if ((lane & ((1u << SH) - 1)) == 0)
+		part[w][lane >> SH] = v[0];
+	__syncthreads();
+	float tot = 0.0f;
+
+	if (lane < (uint32_t)N)
+		for (uint32_t k = 0; k < nw; k++)
+			tot += part[k][lane];
+	float dj = __shfl_down_sync(0xffffffffu, tot, 1);
+	bool valid = !(lane & 1) && lane / 2 < n_src && lane < (uint32_t)N;
+	float l = valid ? dj * rsqrtf(tot / (float)D + eps) : -INFINITY;
+	/* fmaxf skips a NaN logit, as the CPU's max does; exp spreads it. */
+	float mx = warp_max(l);
+	float e = valid ? expf(l - mx) : 0.0f;
+	float sum = warp_sum(e);
+	float aj = e / sum, a[NS];
+
+	/* (every lane: the loop below skips the dims past D) */
+#pragma unroll
+	for (int j = 0; j < NS; j++)
+		a[j] = __shfl_sync(0xffffffffu, aj, 2 * j);
+	float sq = 0.0f;
+	float4 hv[CH];
+
+#pragma unroll
+	for (int k = 0; k < CH; k++) {
+		uint32_t d = 4 * (tid + k * blockDim.x);
+
+		hv[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		if (d >= D)
+			continue;
+#pragma unroll
+		for (int j = 0; j < NS; j++)
+			if ((uint32_t)j < n_src) {
+				hv[k].x += a[j] * x[k][j].x;
+				hv[k].y += a[j] * x[k][j].y;
+				hv[k].z += a[j] * x[k][j].z;
+				hv[k].w += a[j] * x[k][j].w;
+			}
+		*(float4 *)(h + t * D + d) = hv[k];
+		sq += hv[k].x * hv[k].x + hv[k].y * hv[k].y + hv[k].z * hv[k].z +
+		      hv[k].w * hv[k].w;
+	}
+	if (!yb)
+		return;
+	sq = warp_sum(sq);
+	if (lane == 0)
+		nsq[w] = sq;
+	__syncthreads();
+	float ts = 0.0f;
+
+	for (uint32_t k = 0; k < nw; k++)
+		ts += nsq[k];
+	float r = rsqrtf(ts / (float)D + eps);
+#pragma unroll
+	for (int k = 0; k < CH; k++) {
+		uint32_t d = 4 * (tid + k * blockDim.x);
+
+		if (d >= D)
+			continue;
+		float4 ow = out_w ? *(const float4 *)(out_w + d) : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+		uint2 o;
+
+		o.x = (uint32_t)hac_bf16_from_float(hv[k].x * r * ow.x) |
+		      (uint32_t)hac_bf16_from_float(hv[k].y * r * ow.y) << 16;
+		o.y = (uint32_t)hac_bf16_from_float(hv[k].z * r * ow.z) |
+		      (uint32_t)hac_bf16_from_float(hv[k].w * r * ow.w) << 16;
+		*(uint2 *)(yb + t * D + d) = o;
+	}
+}
+
+#define ARM_WIDE(name, NS, CH)                                                                 \
+	HACCEL_K void __launch_bounds__(ARM_W_THREADS)                                         \
+		name(float *h, const float *src0, uint64_t src_stride, uint32_t n_src,        \
+		     const float *query, const float *norm_w, uint32_t T, uint32_t D, float eps, \
+		     uint16_t *yb, const float *out_w)                                         \
+	{                                                                                      \
+		(void)T;                                                                       \
+		arm_wide<NS, CH>(h, src0, src_stride, n_src, query, norm_w, D, eps, yb, out_w); \
+	}
+
+ARM_WIDE(haccel_attn_res_mix_w8, 8, 2)
+ARM_WIDE(haccel_attn_res_mix_w8n, 8, 1)
+ARM_WIDE(haccel_attn_res_mix_w16, 16, 1)
+
 HACCEL_K void haccel_add(float *y, const float *a, const float *b, uint64_t n)
 {
 	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;

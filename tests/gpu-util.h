@@ -107,6 +107,15 @@ static inline void gpu_sync(void)
 	KTAP_ASSERT(gpu_g->cu->StreamSynchronize(gpu_g->stream) == 0);
 }
 
+/* Free the buffers allocated since gpu_n_bufs was mark (a case's loop
+ * over many shapes). */
+static inline void gpu_free_to(unsigned int mark)
+{
+	KTAP_ASSERT(gpu_g->cu->StreamSynchronize(gpu_g->stream) == 0);
+	while (gpu_n_bufs > mark)
+		gpu_g->cu->MemFree(gpu_bufs[--gpu_n_bufs]);
+}
+
 /* Free every buffer and the context; call at the end of each case. */
 static inline void gpu_close(void)
 {

@@ -132,19 +132,60 @@ int haccel__cuda_copy_rows(struct haccel__gpu *g, void *stream, haccel__dptr dst
 }
 
 #define ARM_CLUSTER_TOKENS 8
+#define ARM_W_THREADS 512 /* common.cu */
+
+/*
+ * The kernels for at most 16 sources with every value in registers
+ * (common.cu, arm_wide), a block of at most ARM_W_THREADS a token, rows of
+ * whole 16-byte chunks: 4 dims a thread (w8n for up to 8 sources, w16 for
+ * up to 16) where D allows, else 8 (w8, up to 8 sources). NULL when the
+ * shape is none of theirs. Measured on an H200, small (2048 dims, at most
+ * 8 sources, 33 mixes a step), the mixes of a step at batch 1 / 64: the
+ * cluster and block kernels below 0.245-0.249 / 0.249-0.251 ms, w8 0.157
+ * / 0.155, w8n 0.132 / 0.133 (docs/benchmarks.md).
+ */
+static const char *arm_wide_fn(haccel__dptr yb, haccel__dptr h, haccel__dptr src0,
+			       uint64_t src_stride, uint32_t n_src, haccel__dptr query,
+			       haccel__dptr norm_w, haccel__dptr out_w, uint32_t D,
+			       unsigned int *threads)
+{
+	unsigned int dpt = n_src <= 8 && D > 4 * ARM_W_THREADS ? 8 : 4;
+
+	if (n_src > 16 || D % 4 || src_stride % 4 || (src0 | h | query | norm_w | out_w) % 16 ||
+	    yb % 8 || D > dpt * ARM_W_THREADS)
+		return NULL;
+	*threads = (D + dpt * 32 - 1) / (dpt * 32) * 32;
+	if (dpt == 8)
+		return "haccel_attn_res_mix_w8";
+	return n_src <= 8 ? "haccel_attn_res_mix_w8n" : "haccel_attn_res_mix_w16";
+}
 
 int haccel__cuda_attn_res_mix_norm(struct haccel__gpu *g, void *stream, haccel__dptr yb,
 				   haccel__dptr h, haccel__dptr src0, uint64_t src_stride,
 				   uint32_t n_src, haccel__dptr query, haccel__dptr norm_w,
 				   haccel__dptr out_w, uint32_t T, uint32_t D, float eps)
 {
+	const char *wide;
+	unsigned int wt = 0;
+
 	FN("haccel_attn_res_mix");
 	if (n_src > 64 || !n_src)
 		return -EINVAL;
 	if (!T)
 		return 0;
+	wide = arm_wide_fn(yb, h, src0, src_stride, n_src, query, norm_w, out_w, D, &wt);
+	if (wide) {
+		void *fw;
+
+		ret = haccel__gpu_fn(g, wide, &fw);
+		if (ret)
+			return ret;
+		return HACCEL__LAUNCH(g, fw, T, 1, 1, wt, 1, 1, 0, stream, &h, &src0, &src_stride,
+				      &n_src, &query, &norm_w, &T, &D, &eps, &yb, &out_w);
+	}
 	/*
-	 * Up to ARM_CLUSTER_TOKENS tokens: a cluster of 8 blocks of 256
+	 * Otherwise (more sources, rows not of 16-byte chunks, longer rows):
+	 * up to ARM_CLUSTER_TOKENS tokens: a cluster of 8 blocks of 256
 	 * threads a token (common.cu: haccel_attn_res_mix8), where one block
 	 * a token leaves most SMs idle and each block's chain of loads and
 	 * reductions is the whole time. More: a block a token. Measured on an
