@@ -16,7 +16,9 @@
  * physical k 8c + 4s + {0, 1, 2, 3}, so each operand row is one 16-byte
  * load per lane and run. Partial sums of the 8 warps meet in shared
  * memory and are added in warp order: one order, so replays give the
- * same bits.
+ * same bits. A group (haccel__gemm_group) is several such GEMMs of the
+ * same rows in one launch, their tiles numbered one after another; a tile
+ * is computed the same way in a group as alone.
  */
 
 #define GEMM_FEW_WARPS 8
@@ -57,63 +59,87 @@ __device__ __forceinline__ void gemm_mma_bf16(float *d, uint32_t a0, uint32_t a1
 }
 
 /*
- * Block (batch blockIdx.y), 8 warps, through the tiles of 16 rows of B
- * blockIdx.x, + gridDim.x, ... A warp's work is a run of steps, each U
- * runs of 32 k of one tile (its part of K, (K / 32) / 8 runs, takes
- * ceil(part / U) steps); the loads of step s + 1 are issued as soon as the
- * products of step s have consumed its registers, before the partial sums
- * of a finished tile go through shared memory, so the weight stream does
- * not stop between tiles.
+ * One GEMM of a launch: C[M][N] (+)= A[M][K] . B[N][K]^T (+ bias), its
+ * 16-row tiles numbered from t0 in the launch (a group: blas.c mirrors
+ * this layout in struct few_member).
  */
-template <int MT8, int U>
-__device__ __forceinline__ void gemm_few(float *C, const uint16_t *A, const uint16_t *B,
-					 const float *bias, uint32_t M, uint32_t N, uint32_t K,
-					 int64_t lda, int64_t ldb, int64_t ldc, int64_t sa,
-					 int64_t sb, int64_t sc, uint32_t accumulate)
+struct gemm_m {
+	const uint16_t *A, *B;
+	float *C;
+	const float *bias;
+	int64_t lda, ldb, ldc;
+	uint32_t N, K, t0;
+};
+
+#define GEMM_GROUP_MAX 8
+
+struct gemm_grp {
+	gemm_m m[GEMM_GROUP_MAX];
+	uint32_t n, ntile, M, accumulate;
+};
+
+/* A warp's runs of 32 k of K: [*r0, *r1). */
+__device__ __forceinline__ void gemm_runs(uint32_t K, uint32_t w, uint32_t *r0, uint32_t *r1)
+{
+	uint32_t nrun = (K + 31) / 32, per = (nrun + GEMM_FEW_WARPS - 1) / GEMM_FEW_WARPS;
+
+	*r0 = w * per;
+	*r1 = *r0 + per < nrun ? *r0 + per : nrun;
+}
+
+/*
+ * Block, 8 warps, through the launch's tiles of 16 rows of B blockIdx.x,
+ * + gridDim.x, ... (mem(tile, &lt): the tile's GEMM, lt its tile there).
+ * A warp's work on a tile is a run of steps, each U runs of 32 k (its part
+ * of K, (K / 32) / 8 runs, takes ceil(part / U) steps); the loads of step
+ * s + 1 are issued as soon as the products of step s have consumed its
+ * registers, before the partial sums of a finished tile go through shared
+ * memory, so the weight stream does not stop between tiles.
+ */
+template <int MT8, int U, typename MEM>
+__device__ __forceinline__ void gemm_few(MEM mem, uint32_t ntile, uint32_t M, uint32_t accumulate)
 {
 	__shared__ float red[GEMM_FEW_WARPS][GEMM_FEW_ROWS][8 * MT8 + 1];
 	uint32_t lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
-	uint32_t nrun = (K + 31) / 32, per = (nrun + GEMM_FEW_WARPS - 1) / GEMM_FEW_WARPS;
-	uint32_t r0 = w * per, r1 = r0 + per < nrun ? r0 + per : nrun;
-	uint32_t nstep = r1 > r0 ? (r1 - r0 + U - 1) / U : 0;
-	uint32_t ntile = (N + GEMM_FEW_ROWS - 1) / GEMM_FEW_ROWS;
-	const uint16_t *ar[MT8];
-	bool aok[MT8];
 	uint4 wa[U], wb[U], xv[U][MT8];
 	float acc[MT8][4];
 
-	A += (int64_t)blockIdx.y * sa;
-	B += (int64_t)blockIdx.y * sb;
-	C += (int64_t)blockIdx.y * sc;
-#pragma unroll
-	for (int i = 0; i < MT8; i++) {
-		uint32_t m = 8 * i + g;
-
-		aok[i] = m < M;
-		ar[i] = A + (int64_t)(aok[i] ? m : 0) * lda + 8 * c;
-	}
 	/* The loads of step st of tile tile (none past the warp's runs). */
 	auto issue = [&](uint32_t tile, uint32_t st) {
-		uint32_t n0 = tile * GEMM_FEW_ROWS, r = r0 + st * U;
-		bool ok0 = n0 + g < N, ok8 = n0 + g + 8 < N;
-		const uint16_t *b0 = B + (int64_t)(ok0 ? n0 + g : 0) * ldb + 8 * c;
-		const uint16_t *b8 = B + (int64_t)(ok8 ? n0 + g + 8 : 0) * ldb + 8 * c;
+		uint32_t lt, r0, r1;
+		const gemm_m p = mem(tile, &lt);
+
+		gemm_runs(p.K, w, &r0, &r1);
+		uint32_t n0 = lt * GEMM_FEW_ROWS, r = r0 + st * U;
+		bool ok0 = n0 + g < p.N, ok8 = n0 + g + 8 < p.N;
+		const uint16_t *b0 = p.B + (int64_t)(ok0 ? n0 + g : 0) * p.ldb + 8 * c;
+		const uint16_t *b8 = p.B + (int64_t)(ok8 ? n0 + g + 8 : 0) * p.ldb + 8 * c;
 
 #pragma unroll
 		for (int u = 0; u < U; u++) {
-			bool in = r + u < r1 && (r + u) * 32 + 8 * c < K;
+			bool in = r + u < r1 && (r + u) * 32 + 8 * c < p.K;
 
 			wa[u] = gemm_ld_stream(b0 + (r + u) * 32, in && ok0);
 			wb[u] = gemm_ld_stream(b8 + (r + u) * 32, in && ok8);
 #pragma unroll
-			for (int i = 0; i < MT8; i++)
-				xv[u][i] = gemm_ld(ar[i] + (r + u) * 32, in && aok[i]);
+			for (int i = 0; i < MT8; i++) {
+				uint32_t m = 8 * i + g;
+				const uint16_t *ar = p.A + (int64_t)(m < M ? m : 0) * p.lda + 8 * c;
+
+				xv[u][i] = gemm_ld(ar + (r + u) * 32, in && m < M);
+			}
 		}
 	};
 
-	if (blockIdx.x < ntile && nstep)
+	if (blockIdx.x < ntile)
 		issue(blockIdx.x, 0);
 	for (uint32_t tile = blockIdx.x; tile < ntile; tile += gridDim.x) {
+		uint32_t lt, r0, r1;
+		const gemm_m p = mem(tile, &lt);
+
+		gemm_runs(p.K, w, &r0, &r1);
+		uint32_t nstep = r1 > r0 ? (r1 - r0 + U - 1) / U : 0;
+
 #pragma unroll
 		for (int i = 0; i < MT8; i++)
 			acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
@@ -132,6 +158,10 @@ __device__ __forceinline__ void gemm_few(float *C, const uint16_t *A, const uint
 			else if (tile + gridDim.x < ntile)
 				issue(tile + gridDim.x, 0);
 		}
+		/* With no step of its own (K too short for every warp), the
+		 * warp still issues the next tile's first loads. */
+		if (!nstep && tile + gridDim.x < ntile)
+			issue(tile + gridDim.x, 0);
 		/* acc[i]: rows n0 + g (0, 1) and n0 + g + 8 (2, 3) of C^T,
 		 * tokens 8 i + 2 c and + 1. */
 #pragma unroll
@@ -142,20 +172,20 @@ __device__ __forceinline__ void gemm_few(float *C, const uint16_t *A, const uint
 			red[w][g + 8][8 * i + 2 * c + 1] = acc[i][3];
 		}
 		__syncthreads();
-		uint32_t n0 = tile * GEMM_FEW_ROWS;
+		uint32_t n0 = lt * GEMM_FEW_ROWS;
 
 		for (uint32_t o = threadIdx.x; o < GEMM_FEW_ROWS * 8 * MT8; o += blockDim.x) {
 			uint32_t n = o % GEMM_FEW_ROWS, m = o / GEMM_FEW_ROWS;
 			float v = 0.0f;
 
-			if (m >= M || n0 + n >= N)
+			if (m >= M || n0 + n >= p.N)
 				continue;
 #pragma unroll
 			for (int ww = 0; ww < GEMM_FEW_WARPS; ww++)
 				v += red[ww][n][m];
-			if (bias)
-				v += bias[n0 + n];
-			float *y = C + (int64_t)m * ldc + n0 + n;
+			if (p.bias)
+				v += p.bias[n0 + n];
+			float *y = p.C + (int64_t)m * p.ldc + n0 + n;
 			*y = accumulate ? *y + v : v;
 		}
 		/* red is written again by the next tile */
@@ -163,15 +193,43 @@ __device__ __forceinline__ void gemm_few(float *C, const uint16_t *A, const uint
 	}
 }
 
+/* One (strided-batched) GEMM: batch blockIdx.y, its tiles in x. */
 #define GEMM_FEW(name, MT8, U)                                                               \
 	HACCEL_K void __launch_bounds__(GEMM_FEW_WARPS * 32, 2)                                  \
 	name(float *C, const uint16_t *A, const uint16_t *B, const float *bias, uint32_t M,     \
 	     uint32_t N, uint32_t K, int64_t lda, int64_t ldb, int64_t ldc, int64_t sa,         \
 	     int64_t sb, int64_t sc, uint32_t accumulate)                                       \
 	{                                                                                       \
-		gemm_few<MT8, U>(C, A, B, bias, M, N, K, lda, ldb, ldc, sa, sb, sc,          \
-				    accumulate);                                                \
+		int64_t y = blockIdx.y;                                                         \
+		const gemm_m p = { A + y * sa, B + y * sb, C + y * sc, bias, lda, ldb, ldc,     \
+				   N, K, 0 };                                                   \
+                                                                                                \
+		gemm_few<MT8, U>(                                                               \
+			[&](uint32_t tile, uint32_t *lt) -> gemm_m {                    \
+				*lt = tile;                                                     \
+				return p;                                                       \
+			},                                                                      \
+			(N + GEMM_FEW_ROWS - 1) / GEMM_FEW_ROWS, M, accumulate);                \
+	}
+
+/* A group of GEMMs of the same rows: tiles t0 .. of member i in x. */
+#define GEMM_FEW_GROUP(name, MT8, U)                                                         \
+	HACCEL_K void __launch_bounds__(GEMM_FEW_WARPS * 32, 2)                                  \
+	name(const __grid_constant__ gemm_grp grp)                                              \
+	{                                                                                       \
+		gemm_few<MT8, U>(                                                               \
+			[&](uint32_t tile, uint32_t *lt) -> gemm_m {                    \
+				uint32_t i = grp.n - 1;                                         \
+                                                                                                \
+				while (i && grp.m[i].t0 > tile)                                 \
+					i--;                                                    \
+				*lt = tile - grp.m[i].t0;                                       \
+				return grp.m[i];                                                \
+			},                                                                      \
+			grp.ntile, grp.M, grp.accumulate);                                      \
 	}
 
 GEMM_FEW(haccel_gemm_few8, 1, 8)
 GEMM_FEW(haccel_gemm_few16, 2, 4)
+GEMM_FEW_GROUP(haccel_gemm_few8g, 1, 8)
+GEMM_FEW_GROUP(haccel_gemm_few16g, 2, 4)

@@ -537,10 +537,134 @@ static void test_gemm_few(void)
 	gpu_close();
 }
 
+/*
+ * haccel__gemm_group: GEMMs of one M with their own N, K, strides, bias,
+ * as one launch. Each member's C is the bits haccel__gemm_few gives it on
+ * its own (so within test_gemm_few's tolerance of the CPU, checked too),
+ * C outside each member's window keeps its bytes; a group it does not take
+ * is refused with -ENOTSUP and launches nothing.
+ */
+static void test_gemm_group(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	/* N, K, pad of A's rows, pad of C's rows, bias */
+	static const uint32_t mem[][5] = {
+		{ 2048, 2048, 0, 0, 0 }, { 128, 2048, 0, 128, 0 }, { 16, 2048, 8, 0, 1 },
+		{ 333, 96, 0, 3, 1 },    { 5, 8, 8, 0, 0 },        { 4097, 264, 0, 1, 1 },
+		{ 40, 5632, 0, 0, 0 },   { 1000, 768, 16, 7, 1 },
+	};
+	const uint32_t Ms[] = { 1, 8, 9, 16 };
+
+	for (unsigned int mi = 0; mi < 4; mi++)
+		for (uint32_t n = 1; n <= 8; n += mi == 1 ? 7 : 1) {
+			uint32_t T = Ms[mi];
+			bool acc = (n + mi) % 3 == 0;
+			struct haccel__gemm ops[8], solo[8];
+			haccel__dptr dsolo[8];
+			size_t nc[8];
+			float *c0[8], *x[8], *w[8], *bias[8];
+			unsigned int mark = gpu_n_bufs;
+
+			for (uint32_t i = 0; i < n; i++) {
+				uint32_t N = mem[i][0], K = mem[i][1], lda = K + mem[i][2];
+				uint32_t ldc = N + mem[i][3];
+				uint16_t *xb, *wb, *xs = calloc((size_t)T * lda, 2);
+
+				KTAP_ASSERT(xs != NULL);
+				nc[i] = (size_t)T * ldc;
+				x[i] = rnd((size_t)T * K, -1, 1), w[i] = rnd((size_t)N * K, -1, 1);
+				bias[i] = rnd(N, -1, 1), c0[i] = rnd(nc[i], -4, 4);
+				xb = to_bf16(x[i], (size_t)T * K), wb = to_bf16(w[i], (size_t)N * K);
+				for (uint32_t t = 0; t < T; t++)
+					memcpy(xs + (size_t)t * lda, xb + (size_t)t * K, (size_t)K * 2);
+				ops[i] = (struct haccel__gemm){
+					.M = T, .N = N, .K = K, .A = gpu_up(xs, (size_t)T * lda * 2),
+					.B = gpu_up(wb, (size_t)N * K * 2), .C = gpu_up(c0[i], nc[i] * 4),
+					.bias = mem[i][4] ? gpu_up(bias[i], N * 4) : 0, .lda = lda,
+					.ldb = K, .ldc = ldc, .batch = 1, .trans_b = 1, .accumulate = acc,
+				};
+				solo[i] = ops[i];
+				dsolo[i] = solo[i].C = gpu_up(c0[i], nc[i] * 4);
+				free(xb), free(wb), free(xs);
+			}
+			ktap_diag("gemm group: %u rows, %u GEMMs%s", T, n, acc ? ", accumulate" : "");
+			KTAP_ASSERT_EQ(haccel__gemm_group(g, NULL, ops, n), 0);
+			for (uint32_t i = 0; i < n; i++) {
+				uint32_t N = ops[i].N, K = ops[i].K, ldc = (uint32_t)ops[i].ldc;
+				float *got = malloc(nc[i] * 4), *want = malloc(nc[i] * 4);
+				float *y = malloc((size_t)T * N * 4);
+				bool kept = true;
+
+				KTAP_ASSERT(got && want && y);
+				KTAP_ASSERT_EQ(haccel__gemm_few(g, NULL, &solo[i]), 0);
+				KTAP_EXPECT(gpu_same(ops[i].C, dsolo[i], nc[i] * 4));
+				haccel__cpu_matmul(y, x[i], w[i], mem[i][4] ? bias[i] : NULL, T, N, K);
+				memcpy(want, c0[i], nc[i] * 4);
+				for (uint32_t t = 0; t < T; t++)
+					for (uint32_t c = 0; c < N; c++) {
+						float *o = want + (size_t)t * ldc + c;
+						*o = (acc ? *o : 0.0f) + y[(size_t)t * N + c];
+					}
+				gpu_down(got, ops[i].C, nc[i] * 4);
+				KTAP_EXPECT(gpu_close_enough("gemm group member", got, want, nc[i],
+							     1e-5 * sqrt((double)K) * 4 * (acc ? 2 : 1),
+							     1e-4));
+				for (size_t k = 0; k < nc[i]; k++)
+					if (k % ldc >= N && memcmp(&got[k], &c0[i][k], 4))
+						kept = false;
+				KTAP_EXPECT(kept);
+				free(got), free(want), free(y);
+				free(x[i]), free(w[i]), free(bias[i]), free(c0[i]);
+			}
+			gpu_free_to(mark);
+		}
+
+	/* Refused: none or too many, a batched member, another M, another
+	 * accumulate, a shape the kernel does not take, weights past the
+	 * limit (two 4096 x 4096: 64 MiB). */
+	uint32_t N = 4096, K = 4096;
+	haccel__dptr dx = gpu_alloc((size_t)16 * K * 2), dw = gpu_alloc((size_t)N * K * 2);
+	haccel__dptr dc = gpu_alloc((size_t)16 * N * 4), ref = gpu_alloc((size_t)16 * N * 4);
+	struct haccel__gemm base = {
+		.M = 4, .N = 64, .K = 64, .A = dx, .B = dw, .C = dc, .lda = 64, .ldb = 64,
+		.ldc = 64, .batch = 1, .trans_b = 1,
+	}, ops[9];
+
+	for (int i = 0; i < 9; i++)
+		ops[i] = base;
+	KTAP_EXPECT_EQ(haccel__gemm_group(g, NULL, ops, 0), -ENOTSUP);
+	KTAP_EXPECT_EQ(haccel__gemm_group(g, NULL, ops, 9), -ENOTSUP);
+	ops[1].batch = 2;
+	ops[1].stride_b = 64 * 64;
+	KTAP_EXPECT_EQ(haccel__gemm_group(g, NULL, ops, 2), -ENOTSUP);
+	ops[1] = base;
+	ops[1].M = 5;
+	KTAP_EXPECT_EQ(haccel__gemm_group(g, NULL, ops, 2), -ENOTSUP);
+	ops[1] = base;
+	ops[1].accumulate = 1;
+	KTAP_EXPECT_EQ(haccel__gemm_group(g, NULL, ops, 2), -ENOTSUP);
+	ops[1] = base;
+	ops[1].M = 17;
+	ops[0].M = 17;
+	KTAP_EXPECT_EQ(haccel__gemm_group(g, NULL, ops, 2), -ENOTSUP);
+	ops[0] = ops[1] = base;
+	ops[1].K = 60;
+	KTAP_EXPECT_EQ(haccel__gemm_group(g, NULL, ops, 2), -ENOTSUP);
+	ops[1] = base;
+	for (int i = 0; i < 2; i++) {
+		ops[i].N = N, ops[i].K = K, ops[i].lda = K, ops[i].ldb = K, ops[i].ldc = N;
+	}
+	KTAP_EXPECT_EQ(haccel__gemm_group(g, NULL, ops, 2), -ENOTSUP);
+	/* nothing was launched: C is as gpu_alloc left it (zeros) */
+	KTAP_EXPECT(gpu_same(dc, ref, (size_t)16 * N * 4));
+	gpu_close();
+}
+
 static const struct ktap_case cases[] = {
 	KTAP_CASE(test_linear),
 	KTAP_CASE(test_gemm_batched),
 	KTAP_CASE(test_gemm_few),
+	KTAP_CASE(test_gemm_group),
 	KTAP_CASE(test_norms),
 	KTAP_CASE(test_embed_swiglu),
 	KTAP_CASE(test_bf16),

@@ -528,6 +528,91 @@ static int few_once(struct gb *b, void *arg)
 	return a->lt ? haccel__gemm_lt(b->g, NULL, &a->op) : haccel__gemm_few(b->g, NULL, &a->op);
 }
 
+/*
+ * A KDA layer's projections of its input at M rows (q, k, v 2048 x 2048,
+ * f_a and g_a 128 x 2048, beta 16 x 2048): one haccel__gemm_group launch,
+ * or as before (q, k, v batched, then three more), each call on its own
+ * copy of the weights in turn.
+ */
+struct group_arg {
+	struct haccel__gemm op[6];
+	uint64_t w0, wstride;
+	uint32_t copies, i;
+	bool group;
+};
+
+static int group_once(struct gb *b, void *arg)
+{
+	struct group_arg *a = arg;
+	uint64_t w = a->w0 + (uint64_t)(a->i++ % a->copies) * a->wstride, off = 0;
+	struct haccel__gemm op[6], qkv;
+	int ret;
+
+	for (int i = 0; i < 6; i++) {
+		op[i] = a->op[i];
+		op[i].B = w + off;
+		off += (uint64_t)op[i].N * op[i].K * 2;
+	}
+	if (a->group) {
+		ret = haccel__gemm_group(b->g, NULL, op, 6);
+		return ret == -ENOTSUP ? 1 : ret;
+	}
+	qkv = op[0];
+	qkv.batch = 3;
+	qkv.stride_a = 0;
+	qkv.stride_b = (int64_t)qkv.N * qkv.K;
+	qkv.stride_c = (int64_t)a->op[0].M * a->op[0].N;
+	ret = haccel__gemm_run(b->g, NULL, &qkv);
+	for (int i = 3; i < 6 && !ret; i++)
+		ret = haccel__gemm_run(b->g, NULL, &op[i]);
+	return ret;
+}
+
+static int bench_group(struct gb *b, uint32_t M)
+{
+	const uint32_t N[6] = { 2048, 2048, 2048, 128, 16, 128 }, K = 2048;
+	uint64_t wb = 0;
+	unsigned int mark = b->n;
+	struct group_arg a = { 0 };
+	double t[2], bytes;
+	char shape[64];
+
+	for (int i = 0; i < 6; i++)
+		wb += (uint64_t)N[i] * K * 2;
+	a.wstride = (wb + 255) & ~255ull;
+	a.copies = (uint32_t)((256ull << 20) / a.wstride + 1);
+	a.w0 = dalloc(b, a.wstride * a.copies);
+	uint64_t x = dalloc(b, (uint64_t)M * K * 2), y = dalloc(b, (uint64_t)M * 2048 * 3 * 4);
+	uint64_t z = dalloc(b, (uint64_t)M * 272 * 4);
+	if (!a.w0 || !x || !y || !z)
+		return -ENOMEM;
+	if (b->cu->MemsetD8Async(a.w0, 0x3c, a.wstride * a.copies, b->g->stream) ||
+	    b->cu->MemsetD8Async(x, 0x3c, (uint64_t)M * K * 2, b->g->stream))
+		return -EIO;
+	for (int i = 0; i < 6; i++)
+		a.op[i] = (struct haccel__gemm){
+			.M = M, .N = N[i], .K = K, .A = x,
+			.C = i < 3 ? y + (uint64_t)i * M * 2048 * 4 : z + (uint64_t)(i - 3) * M * 128 * 4,
+			.lda = K, .ldb = K, .ldc = N[i], .batch = 1, .trans_b = 1,
+		};
+	for (int gr = 0; gr < 2; gr++) {
+		a.group = !gr;
+		t[gr] = time_graph(b, group_once, &a, a.copies < 40 ? 40 : (int)a.copies);
+	}
+	dfree_to(b, mark);
+	if (t[1] <= 0)
+		return -EIO;
+	bytes = (double)wb + (double)M * K * 2 + (double)M * (3 * 2048 + 272) * 4;
+	snprintf(shape, sizeof(shape), "M=%u kda q,k,v,f_a,beta,g_a", M);
+	if (t[0] > 0)
+		row(b, "gemm_group (1 launch)", shape, t[0], bytes, 0);
+	else
+		fprintf(tbl, "  %-22s %-34s refused (weights past the kernel's limit)\n",
+			"gemm_group (1 launch)", shape);
+	row(b, "gemm one by one (4)", shape, t[1], bytes, 0);
+	return 0;
+}
+
 static int bench_gemm(struct gb *b, uint32_t M)
 {
 	/* small: D 2048, MLP 5632, KDA 16 x 128 (ranks 128), DSA 16 heads
@@ -620,7 +705,8 @@ static void kusage(FILE *f)
 		"  indexer_topk  batch 1..64 queries at 64K context, 32 index heads, top-k 2048\n"
 		"  sparse_mla    the same selections, 16 and 64 heads\n"
 		"  gemm          the decode GEMMs of the small preset at 1, 8 and 16 rows:\n"
-		"                the few-row kernel and cuBLASLt\n"
+		"                the few-row kernel and cuBLASLt; a KDA layer's input\n"
+		"                projections as one group and one by one\n"
 		"  --quick       fewer shapes\n"
 		"  --only LIST   only these (indexer_topk and sparse_mla run\n"
 		"                together: sparse MLA reads the indexer's selections)\n");
@@ -690,6 +776,9 @@ int bench_kernels(int argc, char **argv, int json)
 	for (unsigned int i = 0; want[4] && !ret && i < 3; i++)
 		if (!quick || Ms[i] == 1)
 			ret = bench_gemm(&b, Ms[i]);
+	for (unsigned int i = 0; want[4] && !ret && i < 3; i++)
+		if (!quick || Ms[i] == 1)
+			ret = bench_group(&b, Ms[i]);
 	if (ret) {
 		char err[512];
 		haccel_last_error(b.ctx, err, sizeof(err));

@@ -316,6 +316,61 @@ int haccel__gemm_few(struct haccel__gpu *g, void *stream, const struct haccel__g
  */
 #define FEW_MAX_BYTES(M) ((M) <= 8 ? 32ull << 20 : 16ull << 20)
 
+/* kernels/gemm.cu's struct gemm_m and gemm_grp, field for field. */
+struct few_member {
+	uint64_t A, B, C, bias;
+	int64_t lda, ldb, ldc;
+	uint32_t N, K, t0, pad;
+};
+
+struct few_group {
+	struct few_member m[HACCEL__GEMM_GROUP_MAX];
+	uint32_t n, ntile, M, accumulate;
+};
+
+_Static_assert(sizeof(struct few_member) == 72 && sizeof(struct few_group) == 592,
+	       "the layout of kernels/gemm.cu's gemm_m and gemm_grp");
+
+int haccel__gemm_group(struct haccel__gpu *g, void *stream, const struct haccel__gemm *ops,
+		       uint32_t n)
+{
+	struct few_group grp = { .n = n };
+	uint64_t wbytes = 0;
+	uint32_t nt = 0, cap, per;
+	void *fn;
+	int ret;
+
+	if (!n || n > HACCEL__GEMM_GROUP_MAX || g->gemm_lt_only)
+		return -ENOTSUP;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct haccel__gemm *op = &ops[i];
+
+		if (!few_fits(op) || op->batch > 1 || op->M != ops[0].M ||
+		    !op->accumulate != !ops[0].accumulate || !op->N)
+			return -ENOTSUP;
+		wbytes += (uint64_t)op->N * op->K * 2;
+		grp.m[i] = (struct few_member){
+			.A = op->A, .B = op->B, .C = op->C, .bias = op->bias, .lda = op->lda,
+			.ldb = op->ldb, .ldc = op->ldc, .N = op->N, .K = op->K, .t0 = nt,
+		};
+		nt += (op->N + 15) / 16;
+	}
+	if (wbytes >= FEW_MAX_BYTES(ops[0].M))
+		return -ENOTSUP;
+	if (!ops[0].M)
+		return 0;
+	grp.ntile = nt;
+	grp.M = ops[0].M;
+	grp.accumulate = ops[0].accumulate ? 1 : 0;
+	ret = haccel__gpu_fn(g, ops[0].M <= 8 ? "haccel_gemm_few8g" : "haccel_gemm_few16g", &fn);
+	if (ret)
+		return ret;
+	/* As few_launch: two blocks an SM in one wave, equal counts of tiles. */
+	cap = 2 * (uint32_t)(g->cu->sm_count > 0 ? g->cu->sm_count : 1);
+	per = (nt + cap - 1) / cap;
+	return HACCEL__LAUNCH(g, fn, (nt + per - 1) / per, 1, 1, 256, 1, 1, 0, stream, &grp);
+}
+
 int haccel__gemm_run(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op)
 {
 	uint64_t wbytes = (uint64_t)(op->batch > 1 ? op->batch : 1) * op->N * op->K * 2;

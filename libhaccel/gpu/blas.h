@@ -52,6 +52,22 @@ int haccel__gemm_lt(struct haccel__gpu *g, void *stream, const struct haccel__ge
  */
 int haccel__gemm_few(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op);
 
+/* At most this many GEMMs in one haccel__gemm_group launch. */
+#define HACCEL__GEMM_GROUP_MAX 8
+
+/*
+ * n GEMMs of the same rows as one launch of the few-row kernel (each its
+ * own A, B, C, bias, N, K and strides: a layer's projections of one
+ * input, say), where each is one haccel__gemm_few takes (batch 0 or 1),
+ * all have the same M and accumulate, n <= HACCEL__GEMM_GROUP_MAX, and
+ * their weights together are under the size haccel__gemm_run sends to
+ * that kernel (unless HACCEL_GEMM=cublaslt). Their results are the bits
+ * each gets on its own. Returns -ENOTSUP (nothing launched, no message)
+ * otherwise: the caller runs them one by one.
+ */
+int haccel__gemm_group(struct haccel__gpu *g, void *stream, const struct haccel__gemm *ops,
+		       uint32_t n);
+
 /* y[T][N] = x[T][K] . W[N][K]^T (+ bias): x bf16 (rows of ldx), W bf16, y
  * fp32 (rows of N). */
 int haccel__cuda_linear(struct haccel__gpu *g, void *stream, uint64_t y, uint64_t x,

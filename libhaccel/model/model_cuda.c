@@ -439,20 +439,68 @@ static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	uint64_t ct[3] = { base + m->sl.conv_q_offset, base + m->sl.conv_k_offset,
 			   base + m->sl.conv_v_offset };
 
-	TRY(linear_n(gm, ys, xb, D, ws, nq, T, HK, D));
-	for (uint32_t i = nq; i < 3; i++)
-		TRY(haccel__cuda_linear(g, NULL, ys[i], xb, D, ws[i], 0, T, i == 2 ? HV : HK, D));
+	/*
+	 * At decode sizes the layer's projections of x (q, k, v, f_a, beta,
+	 * and g_a when the output gate is low-rank) are one launch of the
+	 * few-row kernel where it takes them (haccel__gemm_group), f_a's and
+	 * g_a's outputs side by side in tmp; then f_b and g_b are one more.
+	 * Else each GEMM on its own, q, k and v batched where they can be.
+	 */
+	uint32_t rf = k->gate_rank, rg = k->output_gate_low_rank ? k->output_gate_rank : 0;
+	uint32_t ld = rf + rg <= m->ws.maxw ? rf + rg : rf, ng = ld > rf ? 6 : 5;
+	struct haccel__gemm gi[6];
+	const uint64_t gw[6] = { ws[0], ws[1], ws[2], F(W->f_a), F(W->b), F(W->g_a) };
+	const uint64_t gy[6] = { q, kk, v, tmp, beta, tmp + (uint64_t)rf * 4 };
+	const uint32_t gn[6] = { HK, HK, HV, rf, H, rg }, gl[6] = { HK, HK, HV, ld, H, ld };
+
+	for (uint32_t i = 0; i < ng; i++)
+		gi[i] = (struct haccel__gemm){ .M = T, .N = gn[i], .K = D, .A = xb, .B = gw[i],
+					       .C = gy[i], .lda = D, .ldb = D, .ldc = gl[i],
+					       .batch = 1, .trans_b = 1 };
+	/* All of them, else (weights past the kernel's limit: q, k and v
+	 * above 8 rows) the small ones. */
+	int ret = haccel__gemm_group(g, NULL, gi, ng);
+	bool qkv = !ret;
+
+	if (ret == -ENOTSUP)
+		ret = haccel__gemm_group(g, NULL, gi + 3, ng - 3);
+	if (ret && ret != -ENOTSUP)
+		return ret;
+	bool grouped = !ret, ga = grouped && ng == 6;
+
+	if (!qkv) {
+		TRY(linear_n(gm, ys, xb, D, ws, nq, T, HK, D));
+		for (uint32_t i = nq; i < 3; i++)
+			TRY(haccel__cuda_linear(g, NULL, ys[i], xb, D, ws[i], 0, T,
+						i == 2 ? HV : HK, D));
+	}
 	TRY(haccel__cuda_kda_conv_n(g, NULL, nq, co, ys, cw, ct, T, HK, Wc, f->n_seg, so, ss,
 				    stride));
 	for (uint32_t i = nq; i < 3; i++)
 		TRY(haccel__cuda_kda_conv(g, NULL, co[i], ys[i], T, i == 2 ? HV : HK, cw[i], Wc,
 					  f->n_seg, so, ss, ct[i], stride));
-	TRY(haccel__cuda_linear(g, NULL, tmp, xb, D, F(W->f_a), 0, T, k->gate_rank, D));
-	TRY(to_bf(gm, NULL, tb, tmp, (size_t)T * k->gate_rank));
-	TRY(haccel__cuda_linear(g, NULL, gt, tb, k->gate_rank, F(W->f_b), 0, T, HK, k->gate_rank));
+	if (!grouped)
+		TRY(haccel__cuda_linear(g, NULL, tmp, xb, D, F(W->f_a), 0, T, rf, D));
+	/* f_b, and g_b with it when g_a came in the group (og takes kk, the
+	 * raw k: dead after the convolution). */
+	struct haccel__gemm gb[2] = {
+		{ .M = T, .N = HK, .K = rf, .A = tb, .B = F(W->f_b), .C = gt, .lda = ga ? ld : rf,
+		  .ldb = rf, .ldc = HK, .batch = 1, .trans_b = 1 },
+		{ .M = T, .N = HV, .K = rg, .A = tb + (uint64_t)rf * 2, .B = F(W->g_b), .C = og,
+		  .bias = F(W->g_b_bias), .lda = ld, .ldb = rg, .ldc = HV, .batch = 1,
+		  .trans_b = 1 },
+	};
+
+	TRY(to_bf(gm, NULL, tb, tmp, (size_t)T * (ga ? ld : rf)));
+	ret = ga ? haccel__gemm_group(g, NULL, gb, 2) : -ENOTSUP;
+	if (ret && ret != -ENOTSUP)
+		return ret;
+	for (uint32_t i = 0; ret && i < (ga ? 2u : 1u); i++)
+		TRY(haccel__gemm_run(g, NULL, &gb[i]));
 	TRY(haccel__cuda_kda_gate(g, NULL, gt, gt, T, H, K, F(W->A_log), F(W->dt_bias),
 				  (int)k->gate_form, k->gate_lower_bound));
-	TRY(haccel__cuda_linear(g, NULL, beta, xb, D, F(W->b), 0, T, H, D));
+	if (!grouped)
+		TRY(haccel__cuda_linear(g, NULL, beta, xb, D, F(W->b), 0, T, H, D));
 	TRY(haccel__cuda_kda_prep(g, NULL, qc, kc, beta, T, H, K));
 	if (f->decode)
 		TRY(haccel__cuda_kda_recurrent(g, NULL, qc, kc, vc, gt, beta, o, T, H, K, V, f->n_seg,
@@ -461,12 +509,11 @@ static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 		TRY(haccel__cuda_kda_chunked(g, NULL, qc, kc, vc, gt, beta, o, T, H, K, V, f->n_seg,
 					     so, ss, base + m->sl.state_offset, stride,
 					     gm->kda_scratch));
-	if (k->output_gate_low_rank) {
-		TRY(haccel__cuda_linear(g, NULL, tmp, xb, D, F(W->g_a), 0, T, k->output_gate_rank, D));
-		TRY(to_bf(gm, NULL, tb, tmp, (size_t)T * k->output_gate_rank));
-		TRY(haccel__cuda_linear(g, NULL, og, tb, k->output_gate_rank, F(W->g_b),
-					F(W->g_b_bias), T, HV, k->output_gate_rank));
-	} else {
+	if (rg && !ga) {
+		TRY(haccel__cuda_linear(g, NULL, tmp, xb, D, F(W->g_a), 0, T, rg, D));
+		TRY(to_bf(gm, NULL, tb, tmp, (size_t)T * rg));
+		TRY(haccel__cuda_linear(g, NULL, og, tb, rg, F(W->g_b), F(W->g_b_bias), T, HV, rg));
+	} else if (!rg) {
 		TRY(haccel__cuda_linear(g, NULL, og, xb, D, F(W->g), 0, T, HV, D));
 	}
 	TRY(haccel__cuda_gated_rmsnorm_bf16(g, NULL, ob, o, og, F(W->o_norm), T, H, V,
@@ -495,8 +542,21 @@ static int dsa_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	uint64_t ik_reg = (uint64_t)(uintptr_t)m->ik_reg[l].base;
 	void *s2 = gm->s2, *s3 = gm->s3;
 
-	/* The q latent, shared by attention and the indexer. */
-	TRY(haccel__cuda_linear(g, NULL, cq, xb, D, F(W->q_a), 0, T, Rq, D));
+	/* The q latent, shared by attention and the indexer, and this step's
+	 * KV latent: one launch where the few-row kernel takes both. */
+	struct haccel__gemm qk[2] = {
+		{ .M = T, .N = Rq, .K = D, .A = xb, .B = F(W->q_a), .C = cq, .lda = D, .ldb = D,
+		  .ldc = Rq, .batch = 1, .trans_b = 1 },
+		{ .M = T, .N = R + dr, .K = D, .A = xb, .B = F(W->kv_a), .C = kva, .lda = D,
+		  .ldb = D, .ldc = R + dr, .batch = 1, .trans_b = 1 },
+	};
+	int ret = haccel__gemm_group(g, NULL, qk, 2);
+	bool kv_done = !ret;
+
+	if (ret && ret != -ENOTSUP)
+		return ret;
+	if (ret)
+		TRY(haccel__gemm_run(g, NULL, &qk[0]));
 	TRY(haccel__cuda_rmsnorm(g, NULL, cq, cq, F(W->q_a_norm), T, Rq, m->c.rms_norm_eps));
 	TRY(to_bf(gm, NULL, cqb, cq, (size_t)T * Rq));
 
@@ -511,21 +571,37 @@ static int dsa_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	TRY(haccel__cuda_hadamard128(g, s2, iq, T * IH));
 	TRY(HACCEL__CU(ctx, cu->EventRecord(gm->ev_join2, s2)));
 
-	TRY(haccel__cuda_linear(g, s3, t7, xb, D, F(W->ik), 0, T, ID, D));
+	/* The index keys' and the head weights' projections, one launch
+	 * where the few-row kernel takes both. */
+	struct haccel__gemm kw[2] = {
+		{ .M = T, .N = ID, .K = D, .A = xb, .B = F(W->ik), .C = t7, .lda = D, .ldb = D,
+		  .ldc = ID, .batch = 1, .trans_b = 1 },
+		{ .M = T, .N = IH, .K = D, .A = xb, .B = F(W->iw), .C = iw, .lda = D, .ldb = D,
+		  .ldc = IH, .batch = 1, .trans_b = 1 },
+	};
+	ret = haccel__gemm_group(g, s3, kw, 2);
+	bool iw_done = !ret;
+
+	if (ret && ret != -ENOTSUP)
+		return ret;
+	if (ret)
+		TRY(haccel__gemm_run(g, s3, &kw[0]));
 	TRY(haccel__cuda_layernorm(g, s3, ik, t7, F(W->ik_norm_w), F(W->ik_norm_b), T, ID, 1e-6f));
 	if (d->index_rope_dim)
 		TRY(haccel__cuda_rope(g, s3, ik, T, 1, ID, ID, d->index_rope_dim, pos, d->rope_theta,
 				      (int)d->index_rope_layout));
 	TRY(haccel__cuda_hadamard128(g, s3, ik, T));
 	TRY(haccel__cuda_index_k_write(g, s3, ik_reg, slots, ik, T));
-	TRY(haccel__cuda_linear(g, s3, iw, xb, D, F(W->iw), 0, T, IH, D));
+	if (!iw_done)
+		TRY(haccel__gemm_run(g, s3, &kw[1]));
 	TRY(haccel__cuda_scale(g, s3, iw, iw, 1.0f / sqrtf((float)IH) / sqrtf((float)ID),
 			       (size_t)T * IH));
 	TRY(HACCEL__CU(ctx, cu->EventRecord(gm->ev_join3, s3)));
 
 	/* Attention's queries and this step's KV, on the main stream. */
 	TRY(haccel__cuda_linear(g, NULL, q, cqb, Rq, F(W->q_b), 0, T, H * qh, Rq));
-	TRY(haccel__cuda_linear(g, NULL, kva, xb, D, F(W->kv_a), 0, T, R + dr, D));
+	if (!kv_done)
+		TRY(haccel__gemm_run(g, NULL, &qk[1]));
 	TRY(haccel__cuda_copy_rows(g, NULL, lat, R, kva, R + dr, T, R));
 	if (dr)
 		TRY(haccel__cuda_copy_rows(g, NULL, kpe, dr, kva + (uint64_t)R * 4, R + dr, T, dr));
