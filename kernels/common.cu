@@ -393,20 +393,8 @@ haccel_attn_res_mix8(float *h, const float *src0, uint64_t src_stride, uint32_t 
 		__syncthreads();
 	}
 	cl.sync();
-	if (tid < 2 * n_src) {
-		float v = 0.0f;
-
-		float pr[ARM_S];
-
-		/* the loads first, then the sum in rank order */
-#pragma unroll
-		for (uint32_t r = 0; r < ARM_S; r++)
-			pr[r] = cl.map_shared_rank(part, r)[tid];
-#pragma unroll
-		for (uint32_t r = 0; r < ARM_S; r++)
-			v += pr[r];
-		tot[tid] = v;
-	}
+	if (tid < 2 * n_src)
+		tot[tid] = cluster_rank_sum<ARM_S>(part, tid);
 	/* Every block has read every block's partials (none exits early). */
 	cl.sync();
 	if (w == 0) {
@@ -461,14 +449,7 @@ haccel_attn_res_mix8(float *h, const float *src0, uint64_t src_stride, uint32_t 
 	if (tid == 0)
 		nsq = ss;
 	cl.sync();
-	float sr[ARM_S], tss = 0.0f;
-#pragma unroll
-	for (uint32_t r = 0; r < ARM_S; r++)
-		sr[r] = *cl.map_shared_rank(&nsq, r);
-#pragma unroll
-	for (uint32_t r = 0; r < ARM_S; r++)
-		tss += sr[r];
-	float rn = rsqrtf(tss / (float)D + eps);
+	float rn = rsqrtf(cluster_rank_sum<ARM_S>(&nsq, 0) / (float)D + eps);
 	uint16_t *yr = yb + (size_t)blockIdx.x * D;
 
 	for (uint32_t tile = 0; tile < ntile; tile++) {
@@ -634,7 +615,8 @@ __device__ __forceinline__ void arm_wide(float *h, const float *src0, uint64_t s
 
 		if (d >= D)
 			continue;
-		float4 ow = out_w ? *(const float4 *)(out_w + d) : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+		float4 ow = out_w ? *(const float4 *)(out_w + d) :
+				    make_float4(1.0f, 1.0f, 1.0f, 1.0f);
 		uint2 o;
 
 		o.x = (uint32_t)hac_bf16_from_float(hv[k].x * r * ow.x) |

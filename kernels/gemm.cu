@@ -78,13 +78,75 @@ struct gemm_grp {
 	uint32_t n, ntile, M, accumulate;
 };
 
-/* A warp's runs of 32 k of K: [*r0, *r1). */
-__device__ __forceinline__ void gemm_runs(uint32_t K, uint32_t w, uint32_t *r0, uint32_t *r1)
+/* A warp's runs of 32 k of K: [*r0, *r1), warp w of nw working on K. */
+__device__ __forceinline__ void gemm_runs(uint32_t K, uint32_t w, uint32_t nw, uint32_t *r0,
+					  uint32_t *r1)
 {
-	uint32_t nrun = (K + 31) / 32, per = (nrun + GEMM_FEW_WARPS - 1) / GEMM_FEW_WARPS;
+	uint32_t nrun = (K + 31) / 32, per = (nrun + nw - 1) / nw;
 
-	*r0 = w * per;
+	*r0 = w * per < nrun ? w * per : nrun;
 	*r1 = *r0 + per < nrun ? *r0 + per : nrun;
+}
+
+/* C of a tile from the 8 warps' partial sums (red), in warp order; then
+ * the barrier before red is written again. */
+template <int MT8>
+__device__ __forceinline__ void gemm_out(float (*red)[GEMM_FEW_ROWS][8 * MT8 + 1],
+					 const gemm_m &p, uint32_t n0, uint32_t M,
+					 uint32_t accumulate)
+{
+	for (uint32_t o = threadIdx.x; o < GEMM_FEW_ROWS * 8 * MT8; o += blockDim.x) {
+		uint32_t n = o % GEMM_FEW_ROWS, m = o / GEMM_FEW_ROWS;
+		float v = 0.0f;
+
+		if (m >= M || n0 + n >= p.N)
+			continue;
+#pragma unroll
+		for (int ww = 0; ww < GEMM_FEW_WARPS; ww++)
+			v += red[ww][n][m];
+		if (p.bias)
+			v += p.bias[n0 + n];
+		float *y = p.C + (int64_t)m * p.ldc + n0 + n;
+		*y = accumulate ? *y + v : v;
+	}
+	__syncthreads();
+}
+
+/* The same with K split over a cluster of KS blocks: each block's sum in
+ * warp order into bp, then rank r adds the KS blocks' bp in rank order
+ * for the outputs r, r + KS, ... (distributed shared memory), and a
+ * cluster barrier before bp and red are written again. */
+template <int MT8, int KS>
+__device__ __forceinline__ void gemm_out_cluster(float (*red)[GEMM_FEW_ROWS][8 * MT8 + 1],
+						 float *bp, const gemm_m &p, uint32_t n0,
+						 uint32_t M, uint32_t accumulate, uint32_t rank)
+{
+	cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+
+	for (uint32_t o = threadIdx.x; o < GEMM_FEW_ROWS * 8 * MT8; o += blockDim.x) {
+		uint32_t n = o % GEMM_FEW_ROWS, m = o / GEMM_FEW_ROWS;
+		float v = 0.0f;
+
+#pragma unroll
+		for (int ww = 0; ww < GEMM_FEW_WARPS; ww++)
+			v += red[ww][n][m];
+		bp[o] = v;
+	}
+	cl.sync();
+	for (uint32_t o = rank + KS * threadIdx.x; o < GEMM_FEW_ROWS * 8 * MT8;
+	     o += KS * blockDim.x) {
+		uint32_t n = o % GEMM_FEW_ROWS, m = o / GEMM_FEW_ROWS;
+
+		if (m >= M || n0 + n >= p.N)
+			continue;
+		float v = cluster_rank_sum<KS>(bp, o);
+
+		if (p.bias)
+			v += p.bias[n0 + n];
+		float *y = p.C + (int64_t)m * p.ldc + n0 + n;
+		*y = accumulate ? *y + v : v;
+	}
+	cl.sync();
 }
 
 /*
@@ -96,11 +158,15 @@ __device__ __forceinline__ void gemm_runs(uint32_t K, uint32_t w, uint32_t *r0, 
  * registers, before the partial sums of a finished tile go through shared
  * memory, so the weight stream does not stop between tiles.
  */
-template <int MT8, int U, typename MEM>
+template <int MT8, int U, int KS, typename MEM>
 __device__ __forceinline__ void gemm_few(MEM mem, uint32_t ntile, uint32_t M, uint32_t accumulate)
 {
 	__shared__ float red[GEMM_FEW_WARPS][GEMM_FEW_ROWS][8 * MT8 + 1];
+	__shared__ float bp[KS > 1 ? GEMM_FEW_ROWS * 8 * MT8 : 1];
 	uint32_t lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+	/* KS > 1: K split over the KS blocks of a cluster, rank-major warps */
+	uint32_t rank = KS > 1 ? blockIdx.x % KS : 0, wk = rank * GEMM_FEW_WARPS + w;
+	uint32_t first = blockIdx.x / KS, stride = gridDim.x / KS;
 	uint4 wa[U], wb[U], xv[U][MT8];
 	float acc[MT8][4];
 
@@ -109,7 +175,7 @@ __device__ __forceinline__ void gemm_few(MEM mem, uint32_t ntile, uint32_t M, ui
 		uint32_t lt, r0, r1;
 		const gemm_m p = mem(tile, &lt);
 
-		gemm_runs(p.K, w, &r0, &r1);
+		gemm_runs(p.K, wk, KS * GEMM_FEW_WARPS, &r0, &r1);
 		uint32_t n0 = lt * GEMM_FEW_ROWS, r = r0 + st * U;
 		bool ok0 = n0 + g < p.N, ok8 = n0 + g + 8 < p.N;
 		const uint16_t *b0 = p.B + (int64_t)(ok0 ? n0 + g : 0) * p.ldb + 8 * c;
@@ -131,13 +197,13 @@ __device__ __forceinline__ void gemm_few(MEM mem, uint32_t ntile, uint32_t M, ui
 		}
 	};
 
-	if (blockIdx.x < ntile)
-		issue(blockIdx.x, 0);
-	for (uint32_t tile = blockIdx.x; tile < ntile; tile += gridDim.x) {
+	if (first < ntile)
+		issue(first, 0);
+	for (uint32_t tile = first; tile < ntile; tile += stride) {
 		uint32_t lt, r0, r1;
 		const gemm_m p = mem(tile, &lt);
 
-		gemm_runs(p.K, w, &r0, &r1);
+		gemm_runs(p.K, wk, KS * GEMM_FEW_WARPS, &r0, &r1);
 		uint32_t nstep = r1 > r0 ? (r1 - r0 + U - 1) / U : 0;
 
 #pragma unroll
@@ -155,13 +221,13 @@ __device__ __forceinline__ void gemm_few(MEM mem, uint32_t ntile, uint32_t M, ui
 				}
 			if (st + 1 < nstep)
 				issue(tile, st + 1);
-			else if (tile + gridDim.x < ntile)
-				issue(tile + gridDim.x, 0);
+			else if (tile + stride < ntile)
+				issue(tile + stride, 0);
 		}
 		/* With no step of its own (K too short for every warp), the
 		 * warp still issues the next tile's first loads. */
-		if (!nstep && tile + gridDim.x < ntile)
-			issue(tile + gridDim.x, 0);
+		if (!nstep && tile + stride < ntile)
+			issue(tile + stride, 0);
 		/* acc[i]: rows n0 + g (0, 1) and n0 + g + 8 (2, 3) of C^T,
 		 * tokens 8 i + 2 c and + 1. */
 #pragma unroll
@@ -174,22 +240,10 @@ __device__ __forceinline__ void gemm_few(MEM mem, uint32_t ntile, uint32_t M, ui
 		__syncthreads();
 		uint32_t n0 = lt * GEMM_FEW_ROWS;
 
-		for (uint32_t o = threadIdx.x; o < GEMM_FEW_ROWS * 8 * MT8; o += blockDim.x) {
-			uint32_t n = o % GEMM_FEW_ROWS, m = o / GEMM_FEW_ROWS;
-			float v = 0.0f;
-
-			if (m >= M || n0 + n >= p.N)
-				continue;
-#pragma unroll
-			for (int ww = 0; ww < GEMM_FEW_WARPS; ww++)
-				v += red[ww][n][m];
-			if (p.bias)
-				v += p.bias[n0 + n];
-			float *y = p.C + (int64_t)m * p.ldc + n0 + n;
-			*y = accumulate ? *y + v : v;
-		}
-		/* red is written again by the next tile */
-		__syncthreads();
+		if constexpr (KS > 1)
+			gemm_out_cluster<MT8, KS>(red, bp, p, n0, M, accumulate, rank);
+		else
+			gemm_out<MT8>(red, p, n0, M, accumulate);
 	}
 }
 
@@ -204,21 +258,22 @@ __device__ __forceinline__ void gemm_few(MEM mem, uint32_t ntile, uint32_t M, ui
 		const gemm_m p = { A + y * sa, B + y * sb, C + y * sc, bias, lda, ldb, ldc,     \
 				   N, K, 0 };                                                   \
                                                                                                 \
-		gemm_few<MT8, U>(                                                               \
-			[&](uint32_t tile, uint32_t *lt) -> gemm_m {                    \
+		gemm_few<MT8, U, 1>(                                                            \
+			[&](uint32_t tile, uint32_t *lt) -> gemm_m {                            \
 				*lt = tile;                                                     \
 				return p;                                                       \
 			},                                                                      \
 			(N + GEMM_FEW_ROWS - 1) / GEMM_FEW_ROWS, M, accumulate);                \
 	}
 
-/* A group of GEMMs of the same rows: tiles t0 .. of member i in x. */
-#define GEMM_FEW_GROUP(name, MT8, U)                                                         \
-	HACCEL_K void __launch_bounds__(GEMM_FEW_WARPS * 32, 2)                                  \
+/* A group of GEMMs of the same rows: tiles t0 .. of member i in x (KS > 1:
+ * clusters of KS blocks along x, a tile a cluster). */
+#define GEMM_FEW_GROUP(name, MT8, U, KS, attr)                                               \
+	HACCEL_K void attr __launch_bounds__(GEMM_FEW_WARPS * 32, 2)                             \
 	name(const __grid_constant__ gemm_grp grp)                                              \
 	{                                                                                       \
-		gemm_few<MT8, U>(                                                               \
-			[&](uint32_t tile, uint32_t *lt) -> gemm_m {                    \
+		gemm_few<MT8, U, KS>(                                                           \
+			[&](uint32_t tile, uint32_t *lt) -> gemm_m {                            \
 				uint32_t i = grp.n - 1;                                         \
                                                                                                 \
 				while (i && grp.m[i].t0 > tile)                                 \
@@ -229,7 +284,15 @@ __device__ __forceinline__ void gemm_few(MEM mem, uint32_t ntile, uint32_t M, ui
 			grp.ntile, grp.M, grp.accumulate);                                      \
 	}
 
+/* Token tiles and runs a step: the most loads in flight that fit 128
+ * registers (two blocks an SM) without spills. Groups of 17-64 rows split
+ * K over a cluster of GEMM_FEW_KS blocks: they are for small projections
+ * (blas.c), whose few row tiles would leave most SMs idle while each block
+ * reads all of A. */
+#define GEMM_FEW_KS 8
 GEMM_FEW(haccel_gemm_few8, 1, 8)
 GEMM_FEW(haccel_gemm_few16, 2, 4)
-GEMM_FEW_GROUP(haccel_gemm_few8g, 1, 8)
-GEMM_FEW_GROUP(haccel_gemm_few16g, 2, 4)
+GEMM_FEW_GROUP(haccel_gemm_few8g, 1, 8, 1, )
+GEMM_FEW_GROUP(haccel_gemm_few16g, 2, 4, 1, )
+GEMM_FEW_GROUP(haccel_gemm_few32g, 4, 4, GEMM_FEW_KS, __cluster_dims__(GEMM_FEW_KS, 1, 1))
+GEMM_FEW_GROUP(haccel_gemm_few64g, 8, 2, GEMM_FEW_KS, __cluster_dims__(GEMM_FEW_KS, 1, 1))

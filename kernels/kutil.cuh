@@ -4,6 +4,7 @@
 #ifndef HACCEL_KERNELS_KUTIL_CUH
 #define HACCEL_KERNELS_KUTIL_CUH
 
+#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
 
@@ -36,6 +37,23 @@ __device__ __forceinline__ float block_sum(float v, float *sh)
 	__syncthreads();
 	v = lane < nw ? sh[lane] : 0.0f;
 	return warp_sum(v);
+}
+
+/* p[i] of each of the R blocks of this cluster (distributed shared
+ * memory), added in rank order: the loads first, then the sum. */
+template <int R>
+__device__ __forceinline__ float cluster_rank_sum(const float *p, uint32_t i)
+{
+	cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+	float pr[R], v = 0.0f;
+
+#pragma unroll
+	for (int r = 0; r < R; r++)
+		pr[r] = cl.map_shared_rank(p, r)[i];
+#pragma unroll
+	for (int r = 0; r < R; r++)
+		v += pr[r];
+	return v;
 }
 
 #endif /* HACCEL_KERNELS_KUTIL_CUH */

@@ -539,92 +539,117 @@ static void test_gemm_few(void)
 
 /*
  * haccel__gemm_group: GEMMs of one M with their own N, K, strides, bias,
- * as one launch. Each member's C is the bits haccel__gemm_few gives it on
- * its own (so within test_gemm_few's tolerance of the CPU, checked too),
- * C outside each member's window keeps its bytes; a group it does not take
- * is refused with -ENOTSUP and launches nothing.
+ * as one launch. Up to 16 rows each member's C is the bits
+ * haccel__gemm_few gives it on its own; at any M it is within
+ * test_gemm_few's tolerance of the CPU, C outside each member's window
+ * keeps its bytes, and a second run gives the same bits. A group it does
+ * not take is refused with -ENOTSUP and launches nothing.
  */
+/* N, K, pad of A's rows, pad of C's rows, bias */
+static const uint32_t grp_mem[][5] = {
+	{ 2048, 2048, 0, 0, 0 }, { 128, 2048, 0, 128, 0 }, { 16, 2048, 8, 0, 1 },
+	{ 333, 96, 0, 3, 1 },    { 5, 8, 8, 0, 0 },        { 4097, 264, 0, 1, 1 },
+	{ 40, 5632, 0, 0, 0 },   { 1000, 768, 16, 7, 1 },
+};
+/* for 17-64 rows: small projections, K >= 1024 */
+static const uint32_t grp_small[][5] = {
+	{ 128, 2048, 0, 128, 0 }, { 16, 2048, 8, 0, 1 }, { 40, 5632, 0, 0, 0 },
+	{ 333, 1024, 0, 3, 1 },  { 128, 2048, 0, 0, 1 },
+};
+
+static void gemm_group_case(struct haccel__gpu *g, uint32_t T, const uint32_t (*mem)[5],
+			    uint32_t n, bool acc)
+{
+	struct haccel__gemm ops[8], solo[8];
+	haccel__dptr again[8];
+	float *c0[8], *x[8], *w[8], *bias[8];
+	unsigned int mark = gpu_n_bufs;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t N = mem[i][0], K = mem[i][1], lda = K + mem[i][2], ldc = N + mem[i][3];
+		size_t nc = (size_t)T * ldc;
+		uint16_t *xb, *wb, *xs = calloc((size_t)T * lda, 2);
+
+		KTAP_ASSERT(xs != NULL);
+		x[i] = rnd((size_t)T * K, -1, 1), w[i] = rnd((size_t)N * K, -1, 1);
+		bias[i] = rnd(N, -1, 1), c0[i] = rnd(nc, -4, 4);
+		xb = to_bf16(x[i], (size_t)T * K), wb = to_bf16(w[i], (size_t)N * K);
+		for (uint32_t t = 0; t < T; t++)
+			memcpy(xs + (size_t)t * lda, xb + (size_t)t * K, (size_t)K * 2);
+		ops[i] = (struct haccel__gemm){
+			.M = T, .N = N, .K = K, .A = gpu_up(xs, (size_t)T * lda * 2),
+			.B = gpu_up(wb, (size_t)N * K * 2), .C = gpu_up(c0[i], nc * 4),
+			.bias = mem[i][4] ? gpu_up(bias[i], N * 4) : 0, .lda = lda, .ldb = K,
+			.ldc = ldc, .batch = 1, .trans_b = 1, .accumulate = acc,
+		};
+		solo[i] = ops[i];
+		solo[i].C = gpu_up(c0[i], nc * 4);
+		again[i] = gpu_up(c0[i], nc * 4);
+		free(xb), free(wb), free(xs);
+	}
+	ktap_diag("gemm group: %u rows, %u GEMMs%s", T, n, acc ? ", accumulate" : "");
+	KTAP_ASSERT_EQ(haccel__gemm_group(g, NULL, ops, n), 0);
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t N = ops[i].N, K = ops[i].K, ldc = (uint32_t)ops[i].ldc;
+		size_t nc = (size_t)T * ldc;
+		float *got = malloc(nc * 4), *want = malloc(nc * 4), *y = malloc((size_t)T * N * 4);
+		double atol = 1e-5 * sqrt((double)K) * 4 * (acc ? 2 : 1);
+		bool kept = true;
+
+		KTAP_ASSERT(got && want && y);
+		if (T <= 16) {
+			KTAP_ASSERT_EQ(haccel__gemm_few(g, NULL, &solo[i]), 0);
+			KTAP_EXPECT(gpu_same(ops[i].C, solo[i].C, nc * 4));
+		}
+		haccel__cpu_matmul(y, x[i], w[i], mem[i][4] ? bias[i] : NULL, T, N, K);
+		memcpy(want, c0[i], nc * 4);
+		for (uint32_t t = 0; t < T; t++)
+			for (uint32_t c = 0; c < N; c++) {
+				float *o = want + (size_t)t * ldc + c;
+				*o = (acc ? *o : 0.0f) + y[(size_t)t * N + c];
+			}
+		gpu_down(got, ops[i].C, nc * 4);
+		KTAP_EXPECT(gpu_close_enough("gemm group member", got, want, nc, atol, 1e-4));
+		for (size_t k = 0; k < nc; k++)
+			if (k % ldc >= N && memcmp(&got[k], &c0[i][k], 4))
+				kept = false;
+		KTAP_EXPECT(kept);
+		free(got), free(want), free(y);
+	}
+	/* A second run, into copies of the starting C: the same bits. */
+	struct haccel__gemm rerun[8];
+
+	for (uint32_t i = 0; i < n; i++) {
+		rerun[i] = ops[i];
+		rerun[i].C = again[i];
+	}
+	KTAP_ASSERT_EQ(haccel__gemm_group(g, NULL, rerun, n), 0);
+	for (uint32_t i = 0; i < n; i++)
+		KTAP_EXPECT(gpu_same(again[i], ops[i].C, (size_t)T * ops[i].ldc * 4));
+	for (uint32_t i = 0; i < n; i++)
+		free(x[i]), free(w[i]), free(bias[i]), free(c0[i]);
+	gpu_free_to(mark);
+}
+
 static void test_gemm_group(void)
 {
 	struct haccel__gpu *g = gpu_open();
-	/* N, K, pad of A's rows, pad of C's rows, bias */
-	static const uint32_t mem[][5] = {
-		{ 2048, 2048, 0, 0, 0 }, { 128, 2048, 0, 128, 0 }, { 16, 2048, 8, 0, 1 },
-		{ 333, 96, 0, 3, 1 },    { 5, 8, 8, 0, 0 },        { 4097, 264, 0, 1, 1 },
-		{ 40, 5632, 0, 0, 0 },   { 1000, 768, 16, 7, 1 },
-	};
-	const uint32_t Ms[] = { 1, 8, 9, 16 };
+	const uint32_t Ms[] = { 1, 8, 9, 16 }, Mb[] = { 17, 32, 33, 64 };
 
 	for (unsigned int mi = 0; mi < 4; mi++)
-		for (uint32_t n = 1; n <= 8; n += mi == 1 ? 7 : 1) {
-			uint32_t T = Ms[mi];
-			bool acc = (n + mi) % 3 == 0;
-			struct haccel__gemm ops[8], solo[8];
-			haccel__dptr dsolo[8];
-			size_t nc[8];
-			float *c0[8], *x[8], *w[8], *bias[8];
-			unsigned int mark = gpu_n_bufs;
-
-			for (uint32_t i = 0; i < n; i++) {
-				uint32_t N = mem[i][0], K = mem[i][1], lda = K + mem[i][2];
-				uint32_t ldc = N + mem[i][3];
-				uint16_t *xb, *wb, *xs = calloc((size_t)T * lda, 2);
-
-				KTAP_ASSERT(xs != NULL);
-				nc[i] = (size_t)T * ldc;
-				x[i] = rnd((size_t)T * K, -1, 1), w[i] = rnd((size_t)N * K, -1, 1);
-				bias[i] = rnd(N, -1, 1), c0[i] = rnd(nc[i], -4, 4);
-				xb = to_bf16(x[i], (size_t)T * K), wb = to_bf16(w[i], (size_t)N * K);
-				for (uint32_t t = 0; t < T; t++)
-					memcpy(xs + (size_t)t * lda, xb + (size_t)t * K, (size_t)K * 2);
-				ops[i] = (struct haccel__gemm){
-					.M = T, .N = N, .K = K, .A = gpu_up(xs, (size_t)T * lda * 2),
-					.B = gpu_up(wb, (size_t)N * K * 2), .C = gpu_up(c0[i], nc[i] * 4),
-					.bias = mem[i][4] ? gpu_up(bias[i], N * 4) : 0, .lda = lda,
-					.ldb = K, .ldc = ldc, .batch = 1, .trans_b = 1, .accumulate = acc,
-				};
-				solo[i] = ops[i];
-				dsolo[i] = solo[i].C = gpu_up(c0[i], nc[i] * 4);
-				free(xb), free(wb), free(xs);
-			}
-			ktap_diag("gemm group: %u rows, %u GEMMs%s", T, n, acc ? ", accumulate" : "");
-			KTAP_ASSERT_EQ(haccel__gemm_group(g, NULL, ops, n), 0);
-			for (uint32_t i = 0; i < n; i++) {
-				uint32_t N = ops[i].N, K = ops[i].K, ldc = (uint32_t)ops[i].ldc;
-				float *got = malloc(nc[i] * 4), *want = malloc(nc[i] * 4);
-				float *y = malloc((size_t)T * N * 4);
-				bool kept = true;
-
-				KTAP_ASSERT(got && want && y);
-				KTAP_ASSERT_EQ(haccel__gemm_few(g, NULL, &solo[i]), 0);
-				KTAP_EXPECT(gpu_same(ops[i].C, dsolo[i], nc[i] * 4));
-				haccel__cpu_matmul(y, x[i], w[i], mem[i][4] ? bias[i] : NULL, T, N, K);
-				memcpy(want, c0[i], nc[i] * 4);
-				for (uint32_t t = 0; t < T; t++)
-					for (uint32_t c = 0; c < N; c++) {
-						float *o = want + (size_t)t * ldc + c;
-						*o = (acc ? *o : 0.0f) + y[(size_t)t * N + c];
-					}
-				gpu_down(got, ops[i].C, nc[i] * 4);
-				KTAP_EXPECT(gpu_close_enough("gemm group member", got, want, nc[i],
-							     1e-5 * sqrt((double)K) * 4 * (acc ? 2 : 1),
-							     1e-4));
-				for (size_t k = 0; k < nc[i]; k++)
-					if (k % ldc >= N && memcmp(&got[k], &c0[i][k], 4))
-						kept = false;
-				KTAP_EXPECT(kept);
-				free(got), free(want), free(y);
-				free(x[i]), free(w[i]), free(bias[i]), free(c0[i]);
-			}
-			gpu_free_to(mark);
-		}
+		for (uint32_t n = 1; n <= 8; n += mi == 1 ? 7 : 1)
+			gemm_group_case(g, Ms[mi], grp_mem, n, (n + mi) % 3 == 0);
+	for (unsigned int mi = 0; mi < 4; mi++)
+		for (uint32_t n = 1; n <= 5; n += 2)
+			gemm_group_case(g, Mb[mi], grp_small, n, (n + mi) % 3 == 0);
 
 	/* Refused: none or too many, a batched member, another M, another
-	 * accumulate, a shape the kernel does not take, weights past the
-	 * limit (two 4096 x 4096: 64 MiB). */
+	 * accumulate, 65 rows, a shape the kernel does not take (K not a
+	 * multiple of 8; above 16 rows, K < 1024), weights past the limit
+	 * (two 4096 x 4096: 64 MiB; above 16 rows 4 MiB). */
 	uint32_t N = 4096, K = 4096;
-	haccel__dptr dx = gpu_alloc((size_t)16 * K * 2), dw = gpu_alloc((size_t)N * K * 2);
-	haccel__dptr dc = gpu_alloc((size_t)16 * N * 4), ref = gpu_alloc((size_t)16 * N * 4);
+	haccel__dptr dx = gpu_alloc((size_t)65 * K * 2), dw = gpu_alloc((size_t)N * K * 2);
+	haccel__dptr dc = gpu_alloc((size_t)65 * N * 4), ref = gpu_alloc((size_t)65 * N * 4);
 	struct haccel__gemm base = {
 		.M = 4, .N = 64, .K = 64, .A = dx, .B = dw, .C = dc, .lda = 64, .ldb = 64,
 		.ldc = 64, .batch = 1, .trans_b = 1,
@@ -644,19 +669,26 @@ static void test_gemm_group(void)
 	ops[1].accumulate = 1;
 	KTAP_EXPECT_EQ(haccel__gemm_group(g, NULL, ops, 2), -ENOTSUP);
 	ops[1] = base;
-	ops[1].M = 17;
-	ops[0].M = 17;
-	KTAP_EXPECT_EQ(haccel__gemm_group(g, NULL, ops, 2), -ENOTSUP);
-	ops[0] = ops[1] = base;
 	ops[1].K = 60;
 	KTAP_EXPECT_EQ(haccel__gemm_group(g, NULL, ops, 2), -ENOTSUP);
 	ops[1] = base;
+	ops[0].M = ops[1].M = 17;
+	KTAP_EXPECT_EQ(haccel__gemm_group(g, NULL, ops, 2), -ENOTSUP);
 	for (int i = 0; i < 2; i++) {
+		ops[i].M = 65, ops[i].K = 1024, ops[i].lda = 1024, ops[i].ldb = 1024;
+	}
+	KTAP_EXPECT_EQ(haccel__gemm_group(g, NULL, ops, 2), -ENOTSUP);
+	for (int i = 0; i < 2; i++) {
+		ops[i].M = 33, ops[i].N = 1024, ops[i].ldc = 1024;
+	}
+	KTAP_EXPECT_EQ(haccel__gemm_group(g, NULL, ops, 2), -ENOTSUP);
+	for (int i = 0; i < 2; i++) {
+		ops[i] = base;
 		ops[i].N = N, ops[i].K = K, ops[i].lda = K, ops[i].ldb = K, ops[i].ldc = N;
 	}
 	KTAP_EXPECT_EQ(haccel__gemm_group(g, NULL, ops, 2), -ENOTSUP);
 	/* nothing was launched: C is as gpu_alloc left it (zeros) */
-	KTAP_EXPECT(gpu_same(dc, ref, (size_t)16 * N * 4));
+	KTAP_EXPECT(gpu_same(dc, ref, (size_t)65 * N * 4));
 	gpu_close();
 }
 

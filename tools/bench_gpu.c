@@ -530,14 +530,15 @@ static int few_once(struct gb *b, void *arg)
 
 /*
  * A KDA layer's projections of its input at M rows (q, k, v 2048 x 2048,
- * f_a and g_a 128 x 2048, beta 16 x 2048): one haccel__gemm_group launch,
- * or as before (q, k, v batched, then three more), each call on its own
- * copy of the weights in turn.
+ * f_a and g_a 128 x 2048, beta 16 x 2048), all six and the three small
+ * ones: one haccel__gemm_group launch, or one by one through
+ * haccel__gemm_run (q, k, v batched), each call on its own copy of the
+ * weights in turn.
  */
 struct group_arg {
 	struct haccel__gemm op[6];
 	uint64_t w0, wstride;
-	uint32_t copies, i;
+	uint32_t copies, i, first; /* first: 0 all six, 3 the three small ones */
 	bool group;
 };
 
@@ -554,9 +555,14 @@ static int group_once(struct gb *b, void *arg)
 		off += (uint64_t)op[i].N * op[i].K * 2;
 	}
 	if (a->group) {
-		ret = haccel__gemm_group(b->g, NULL, op, 6);
+		ret = haccel__gemm_group(b->g, NULL, op + a->first, 6 - a->first);
 		return ret == -ENOTSUP ? 1 : ret;
 	}
+	for (uint32_t i = a->first; i < 6 && a->first; i++)
+		if ((ret = haccel__gemm_run(b->g, NULL, &op[i])))
+			return ret;
+	if (a->first)
+		return 0;
 	qkv = op[0];
 	qkv.batch = 3;
 	qkv.stride_a = 0;
@@ -592,24 +598,35 @@ static int bench_group(struct gb *b, uint32_t M)
 	for (int i = 0; i < 6; i++)
 		a.op[i] = (struct haccel__gemm){
 			.M = M, .N = N[i], .K = K, .A = x,
-			.C = i < 3 ? y + (uint64_t)i * M * 2048 * 4 : z + (uint64_t)(i - 3) * M * 128 * 4,
+			.C = i < 3 ? y + (uint64_t)i * M * 2048 * 4 :
+				     z + (uint64_t)(i - 3) * M * 128 * 4,
 			.lda = K, .ldb = K, .ldc = N[i], .batch = 1, .trans_b = 1,
 		};
-	for (int gr = 0; gr < 2; gr++) {
-		a.group = !gr;
-		t[gr] = time_graph(b, group_once, &a, a.copies < 40 ? 40 : (int)a.copies);
+	for (uint32_t first = 0; first <= 3; first += 3) {
+		double wsel = 0;
+
+		for (int i = (int)first; i < 6; i++)
+			wsel += (double)N[i] * K * 2;
+		a.first = first;
+		for (int gr = 0; gr < 2; gr++) {
+			a.group = !gr;
+			t[gr] = time_graph(b, group_once, &a, a.copies < 40 ? 40 : (int)a.copies);
+		}
+		if (t[1] <= 0)
+			return -EIO;
+		bytes = wsel + (double)M * K * 2 +
+			(double)M * (first ? 272 : 3 * 2048 + 272) * 4;
+		snprintf(shape, sizeof(shape), "M=%u kda %s", M,
+			 first ? "f_a,beta,g_a" : "q,k,v,f_a,beta,g_a");
+		if (t[0] > 0)
+			row(b, "gemm_group (1 launch)", shape, t[0], bytes, 0);
+		else
+			fprintf(tbl, "  %-22s %-34s refused (past the group's limits)\n",
+				"gemm_group (1 launch)", shape);
+		row(b, first ? "gemm one by one (3)" : "gemm one by one (4)", shape, t[1], bytes,
+		    0);
 	}
 	dfree_to(b, mark);
-	if (t[1] <= 0)
-		return -EIO;
-	bytes = (double)wb + (double)M * K * 2 + (double)M * (3 * 2048 + 272) * 4;
-	snprintf(shape, sizeof(shape), "M=%u kda q,k,v,f_a,beta,g_a", M);
-	if (t[0] > 0)
-		row(b, "gemm_group (1 launch)", shape, t[0], bytes, 0);
-	else
-		fprintf(tbl, "  %-22s %-34s refused (weights past the kernel's limit)\n",
-			"gemm_group (1 launch)", shape);
-	row(b, "gemm one by one (4)", shape, t[1], bytes, 0);
 	return 0;
 }
 
@@ -706,7 +723,8 @@ static void kusage(FILE *f)
 		"  sparse_mla    the same selections, 16 and 64 heads\n"
 		"  gemm          the decode GEMMs of the small preset at 1, 8 and 16 rows:\n"
 		"                the few-row kernel and cuBLASLt; a KDA layer's input\n"
-		"                projections as one group and one by one\n"
+		"                projections (all six, the three small ones) as one\n"
+		"                group and one by one, at 1 to 64 rows\n"
 		"  --quick       fewer shapes\n"
 		"  --only LIST   only these (indexer_topk and sparse_mla run\n"
 		"                together: sparse MLA reads the indexer's selections)\n");
@@ -776,9 +794,10 @@ int bench_kernels(int argc, char **argv, int json)
 	for (unsigned int i = 0; want[4] && !ret && i < 3; i++)
 		if (!quick || Ms[i] == 1)
 			ret = bench_gemm(&b, Ms[i]);
-	for (unsigned int i = 0; want[4] && !ret && i < 3; i++)
-		if (!quick || Ms[i] == 1)
-			ret = bench_group(&b, Ms[i]);
+	const uint32_t Mg[] = { 1, 8, 16, 32, 64 };
+	for (unsigned int i = 0; want[4] && !ret && i < 5; i++)
+		if (!quick || Mg[i] == 1)
+			ret = bench_group(&b, Mg[i]);
 	if (ret) {
 		char err[512];
 		haccel_last_error(b.ctx, err, sizeof(err));

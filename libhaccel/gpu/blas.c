@@ -331,44 +331,60 @@ struct few_group {
 _Static_assert(sizeof(struct few_member) == 72 && sizeof(struct few_group) == 592,
 	       "the layout of kernels/gemm.cu's gemm_m and gemm_grp");
 
+/*
+ * Groups of 17-64 rows (gemm.cu: K split over clusters of FEW_KS blocks)
+ * are for small projections only: each member with K >= FEW_GROUP_MIN_K,
+ * all of them under FEW_GROUP_BIG_BYTES. H200, graph-timed: a KDA layer's
+ * f_a, beta and g_a (1 MB) 0.006 / 0.008 ms at 32 / 64 rows as a group,
+ * 0.015 one by one on cuBLASLt; but one 3 MB projection 0.014 ms at 64
+ * rows against cuBLASLt's 0.006 (docs/benchmarks.md).
+ */
+#define FEW_KS 8
+#define FEW_GROUP_MIN_K 1024
+#define FEW_GROUP_BIG_BYTES (4ull << 20)
+
 int haccel__gemm_group(struct haccel__gpu *g, void *stream, const struct haccel__gemm *ops,
 		       uint32_t n)
 {
 	struct few_group grp = { .n = n };
 	uint64_t wbytes = 0;
-	uint32_t nt = 0, cap, per;
+	uint32_t nt = 0, cap, per, M = n ? ops[0].M : 0, ks = M > 16 ? FEW_KS : 1;
 	void *fn;
 	int ret;
 
-	if (!n || n > HACCEL__GEMM_GROUP_MAX || g->gemm_lt_only)
+	if (!n || n > HACCEL__GEMM_GROUP_MAX || g->gemm_lt_only || M > 64)
 		return -ENOTSUP;
 	for (uint32_t i = 0; i < n; i++) {
-		const struct haccel__gemm *op = &ops[i];
+		struct haccel__gemm op = ops[i];
 
-		if (!few_fits(op) || op->batch > 1 || op->M != ops[0].M ||
-		    !op->accumulate != !ops[0].accumulate || !op->N)
+		op.M = M <= 16 ? M : 16; /* the rest as few_fits checks it */
+		if (!few_fits(&op) || op.batch > 1 || ops[i].M != M || !op.N ||
+		    !op.accumulate != !ops[0].accumulate || (ks > 1 && op.K < FEW_GROUP_MIN_K))
 			return -ENOTSUP;
-		wbytes += (uint64_t)op->N * op->K * 2;
+		wbytes += (uint64_t)op.N * op.K * 2;
 		grp.m[i] = (struct few_member){
-			.A = op->A, .B = op->B, .C = op->C, .bias = op->bias, .lda = op->lda,
-			.ldb = op->ldb, .ldc = op->ldc, .N = op->N, .K = op->K, .t0 = nt,
+			.A = op.A, .B = op.B, .C = op.C, .bias = op.bias, .lda = op.lda,
+			.ldb = op.ldb, .ldc = op.ldc, .N = op.N, .K = op.K, .t0 = nt,
 		};
-		nt += (op->N + 15) / 16;
+		nt += (op.N + 15) / 16;
 	}
-	if (wbytes >= FEW_MAX_BYTES(ops[0].M))
+	if (wbytes >= (M <= 16 ? FEW_MAX_BYTES(M) : FEW_GROUP_BIG_BYTES))
 		return -ENOTSUP;
-	if (!ops[0].M)
+	if (!M)
 		return 0;
 	grp.ntile = nt;
-	grp.M = ops[0].M;
+	grp.M = M;
 	grp.accumulate = ops[0].accumulate ? 1 : 0;
-	ret = haccel__gpu_fn(g, ops[0].M <= 8 ? "haccel_gemm_few8g" : "haccel_gemm_few16g", &fn);
+	ret = haccel__gpu_fn(g, M <= 8 ? "haccel_gemm_few8g" : M <= 16 ? "haccel_gemm_few16g" :
+				M <= 32 ? "haccel_gemm_few32g" : "haccel_gemm_few64g", &fn);
 	if (ret)
 		return ret;
-	/* As few_launch: two blocks an SM in one wave, equal counts of tiles. */
-	cap = 2 * (uint32_t)(g->cu->sm_count > 0 ? g->cu->sm_count : 1);
+	/* As few_launch: two blocks an SM in one wave (clusters of ks), equal
+	 * counts of tiles. */
+	cap = 2 * (uint32_t)(g->cu->sm_count > 0 ? g->cu->sm_count : 1) / ks;
+	cap = cap ? cap : 1;
 	per = (nt + cap - 1) / cap;
-	return HACCEL__LAUNCH(g, fn, (nt + per - 1) / per, 1, 1, 256, 1, 1, 0, stream, &grp);
+	return HACCEL__LAUNCH(g, fn, (nt + per - 1) / per * ks, 1, 1, 256, 1, 1, 0, stream, &grp);
 }
 
 int haccel__gemm_run(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op)

@@ -58,12 +58,15 @@ int haccel__gemm_few(struct haccel__gpu *g, void *stream, const struct haccel__g
 /*
  * n GEMMs of the same rows as one launch of the few-row kernel (each its
  * own A, B, C, bias, N, K and strides: a layer's projections of one
- * input, say), where each is one haccel__gemm_few takes (batch 0 or 1),
- * all have the same M and accumulate, n <= HACCEL__GEMM_GROUP_MAX, and
- * their weights together are under the size haccel__gemm_run sends to
- * that kernel (unless HACCEL_GEMM=cublaslt). Their results are the bits
- * each gets on its own. Returns -ENOTSUP (nothing launched, no message)
- * otherwise: the caller runs them one by one.
+ * input, say), where each is one haccel__gemm_few takes (batch 0 or 1)
+ * but for M, all have the same M and accumulate, n <=
+ * HACCEL__GEMM_GROUP_MAX, and their weights together are under the size
+ * haccel__gemm_run sends to that kernel (unless HACCEL_GEMM=cublaslt). Up
+ * to 16 rows each result is the bits the GEMM gets on its own; for 17-64
+ * rows (K split over clusters of blocks, for small projections: each K >=
+ * 1024, the weights together under 4 MiB) the sums are in a fixed order
+ * too. Returns -ENOTSUP (nothing launched, no message) otherwise: the
+ * caller runs them one by one.
  */
 int haccel__gemm_group(struct haccel__gpu *g, void *stream, const struct haccel__gemm *ops,
 		       uint32_t n);
