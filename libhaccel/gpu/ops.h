@@ -64,9 +64,11 @@ int haccel__cuda_attn_res_mix(struct haccel__gpu *g, void *stream,
 			      haccel__dptr query, haccel__dptr norm_w,
 			      uint32_t T, uint32_t D, float eps);
 /* The mix, then the next layer's input norm of h with weight out_w (0:
- * none) and the same eps, in bf16 into yb [T][D] (h is written too): with
- * more than 8 tokens the bits of the mix then haccel__cuda_rmsnorm_bf16;
- * with fewer, the norm's sum in another order. */
+ * none) and the same eps, in bf16 into yb [T][D] (h is written too, the
+ * bits of haccel__cuda_attn_res_mix): the norm's sum in another order
+ * than haccel__cuda_rmsnorm_bf16's, so within one bf16 step of it (the
+ * same bits only for more than 8 tokens and shapes the kernels in
+ * registers do not take: common.cu, arm_wide). */
 int haccel__cuda_attn_res_mix_norm(struct haccel__gpu *g, void *stream,
 				   haccel__dptr yb, haccel__dptr h,
 				   haccel__dptr src0, uint64_t src_stride,

@@ -557,8 +557,7 @@ static int dsa_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 		return ret;
 	if (ret)
 		TRY(haccel__gemm_run(g, NULL, &qk[0]));
-	TRY(haccel__cuda_rmsnorm(g, NULL, cq, cq, F(W->q_a_norm), T, Rq, m->c.rms_norm_eps));
-	TRY(to_bf(gm, NULL, cqb, cq, (size_t)T * Rq));
+	TRY(haccel__cuda_rmsnorm_bf16(g, NULL, cqb, cq, F(W->q_a_norm), T, Rq, m->c.rms_norm_eps));
 
 	/* Fork: the indexer's query on s2, its keys and head weights on s3. */
 	TRY(HACCEL__CU(ctx, cu->EventRecord(gm->ev_fork, g->stream)));
