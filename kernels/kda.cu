@@ -185,6 +185,14 @@ HACCEL_K void haccel_kda_conv_tail(const float *in, uint32_t C, uint32_t W,
 /* ------------------------------------------------------------------------ */
 /* Gate, prep, gated RMSNorm                                                */
 
+/* The gate of one channel: raw value x + its dt_bias, a = exp(A_log). */
+__device__ __forceinline__ float kda_gate1(float x, float a, int form, float lb)
+{
+	if (form == HACCEL__KDA_GATE_LOWER_BOUND)
+		return lb * kda_sigmoid(a * x);
+	return -a * (x > 20.0f ? x : log1pf(expf(x)));
+}
+
 HACCEL_K void haccel_kda_gate(float *g, const float *g_raw, uint32_t H, uint32_t K,
 			      const float *A_log, const float *dt_bias, int form, float lb,
 			      uint64_t n)
@@ -194,14 +202,23 @@ HACCEL_K void haccel_kda_gate(float *g, const float *g_raw, uint32_t H, uint32_t
 	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
 	     i += (uint64_t)gridDim.x * blockDim.x) {
 		uint64_t hk = i % HK;
-		float a = expf(A_log[hk / K]);
-		float x = g_raw[i] + dt_bias[hk];
 
-		if (form == HACCEL__KDA_GATE_LOWER_BOUND)
-			g[i] = lb * kda_sigmoid(a * x);
-		else
-			g[i] = -a * (x > 20.0f ? x : log1pf(expf(x)));
+		g[i] = kda_gate1(g_raw[i] + dt_bias[hk], expf(A_log[hk / K]), form, lb);
 	}
+}
+
+/* x[0..K) times scale / sqrt(sum x^2 + 1e-6), by one warp (lane l sums
+ * elements l, l + 32, ... in order, then a butterfly). */
+__device__ __forceinline__ void kda_norm_row(float *x, uint32_t K, float scale)
+{
+	uint32_t lane = threadIdx.x & 31;
+	float ss = 0.0f;
+
+	for (uint32_t c = lane; c < K; c += 32)
+		ss += x[c] * x[c];
+	float r = 1.0f / sqrtf(warp_sum(ss) + 1e-6f);
+	for (uint32_t c = lane; c < K; c += 32)
+		x[c] = x[c] * r * scale;
 }
 
 /* A warp per (token, head) row, 8 rows a block. */
@@ -213,19 +230,8 @@ HACCEL_K void haccel_kda_prep(float *q, float *k, float *beta, uint32_t K, uint6
 
 	if (row >= rows)
 		return;
-	float *qr = q + row * K, *kr = k + row * K;
-	float sq = 0.0f, sk = 0.0f;
-
-	for (uint32_t c = lane; c < K; c += 32) {
-		sq += qr[c] * qr[c];
-		sk += kr[c] * kr[c];
-	}
-	float rq = 1.0f / sqrtf(warp_sum(sq) + 1e-6f);
-	float rk = 1.0f / sqrtf(warp_sum(sk) + 1e-6f);
-	for (uint32_t c = lane; c < K; c += 32) {
-		qr[c] = qr[c] * rq * scale;
-		kr[c] = kr[c] * rk;
-	}
+	kda_norm_row(q + row * K, K, scale);
+	kda_norm_row(k + row * K, K, 1.0f);
 	if (lane == 0)
 		beta[row] = kda_sigmoid(beta[row]);
 }
@@ -279,12 +285,25 @@ HACCEL_K void haccel_kda_gated_rmsnorm_bf16(uint16_t *y, const float *o, const f
  * and v, o go as float4 (16-byte aligned, V % 4 == 0: checked by the
  * wrapper).
  */
-template <int NR>
+/*
+ * RAW: q, k, gt and beta as the projections left them; each token's gate,
+ * q and k norms and sigmoid(beta) are formed here, the bits of
+ * haccel_kda_gate and haccel_kda_prep (kr: A_log, dt_bias, form, lb,
+ * scale), so a decode step launches neither.
+ */
+struct kda_raw {
+	const float *A_log, *dt_bias;
+	int form;
+	float lb, scale;
+};
+
+template <int NR, bool RAW>
 __device__ __forceinline__ void kda_recurrent(const float *q, const float *k, const float *v,
 					      const float *gt, const float *beta, float *o,
 					      uint32_t H, uint32_t K, uint32_t V,
 					      const uint32_t *seg_off, const uint32_t *seg_slot,
-					      char *state_base, uint64_t slot_stride)
+					      char *state_base, uint64_t slot_stride,
+					      const kda_raw &kr)
 {
 	__shared__ float sk[32 * NR], sq[32 * NR], se[32 * NR];
 	__shared__ float4 red[2][8][8]; /* [k^T S, q^T S][warp][column group] */
@@ -312,13 +331,24 @@ __device__ __forceinline__ void kda_recurrent(const float *q, const float *k, co
 		size_t th = (size_t)t * H + h;
 
 		if (tid < K) {
+			float gg = gt[th * K + tid];
+
+			if (RAW)
+				gg = kda_gate1(gg + kr.dt_bias[(size_t)h * K + tid],
+					       expf(kr.A_log[h]), kr.form, kr.lb);
 			sk[tid] = k[th * K + tid];
 			sq[tid] = q[th * K + tid];
-			se[tid] = expf(gt[th * K + tid]);
+			se[tid] = expf(gg);
 		}
-		float b = beta[th];
+		float b = RAW ? kda_sigmoid(beta[th]) : beta[th];
 		float4 vv = act ? *(const float4 *)(v + th * V + col) : kda_f4(0.0f);
 		__syncthreads();
+		if (RAW) {
+			/* the norms of k (warp 0) and q (warp 1), in place */
+			if (warp < 2)
+				kda_norm_row(warp ? sq : sk, K, warp ? kr.scale : 1.0f);
+			__syncthreads();
+		}
 
 		/* (1) S = diag(exp(g)) S, (2) k^T S */
 		float4 p = kda_f4(0.0f);
@@ -384,8 +414,19 @@ __device__ __forceinline__ void kda_recurrent(const float *q, const float *k, co
 		     const uint32_t *seg_off, const uint32_t *seg_slot, char *state_base,     \
 		     uint64_t slot_stride)                                                    \
 	{                                                                                     \
-		kda_recurrent<NR>(q, k, v, gt, beta, o, H, K, V, seg_off, seg_slot,           \
-				  state_base, slot_stride);                                   \
+		kda_recurrent<NR, false>(q, k, v, gt, beta, o, H, K, V, seg_off, seg_slot,    \
+					 state_base, slot_stride, kda_raw{});                 \
+	}                                                                                     \
+	HACCEL_K void __launch_bounds__(256)                                                  \
+		name##_raw(const float *q, const float *k, const float *v, const float *gt,   \
+			   const float *beta, float *o, uint32_t H, uint32_t K, uint32_t V,    \
+			   const uint32_t *seg_off, const uint32_t *seg_slot,                  \
+			   char *state_base, uint64_t slot_stride, const float *A_log,         \
+			   const float *dt_bias, int form, float lb, float scale)              \
+	{                                                                                     \
+		kda_recurrent<NR, true>(q, k, v, gt, beta, o, H, K, V, seg_off, seg_slot,     \
+					state_base, slot_stride,                              \
+					kda_raw{ A_log, dt_bias, form, lb, scale });          \
 	}
 
 KDA_RECURRENT(haccel_kda_recurrent_64, 2)

@@ -585,6 +585,76 @@ static void t_recurrent_decode(void)
 	gpu_close();
 }
 
+/*
+ * The recurrence on raw inputs (haccel__cuda_kda_recurrent_raw: the gate,
+ * the norms and the sigmoid formed inside) against the gate, prep and
+ * recurrence kernels run in turn on the same inputs: o and every slot the
+ * same bits, and the raw inputs left as they were. Both gate forms, the
+ * three kernel sizes (K = 128, 64 with a partial column tile, 256), the
+ * mixed segments and a decode-like batch of one-token segments.
+ */
+static void t_recurrent_raw(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const uint32_t dims[][3] = { { 3, 128, 128 }, { 2, 64, 96 }, { 2, 256, 32 } };
+	uint32_t ones[40];
+	struct segs sgs[2];
+
+	for (uint32_t s = 0; s < 40; s++)
+		ones[s] = 1;
+	segs_make(&sgs[0], mixed_lens, N_MIXED);
+	segs_make(&sgs[1], ones, 40);
+	for (unsigned int c = 0; c < 6; c++) {
+		const struct segs *sg = &sgs[c % 2];
+		uint32_t H = dims[c / 2][0], K = dims[c / 2][1], V = dims[c / 2][2], T = sg->T;
+		int form = (int)(c % 2);
+		float lb = -5.0f;
+		size_t nk = (size_t)T * H * K, nv = (size_t)T * H * V, nb = (size_t)T * H;
+		size_t slot = (size_t)H * K * V + 16, np = sg->n_slots * slot, stride = slot * 4;
+		float *q = rnd(nk, -3.0f, 3.0f), *k = rnd(nk, -0.5f, 0.5f), *v = rnd(nv, -1, 1);
+		float *gr = rnd(nk, -8.0f, 3.0f), *beta = rnd(nb, -6.0f, 6.0f);
+		float *A_log = rnd(H, -2.0f, 1.0f), *bias = rnd((size_t)H * K, -1.0f, 1.0f);
+		float *pool = rnd(np, -1.0f, 1.0f);
+		haccel__dptr dq = gpu_up(q, nk * 4), dk = gpu_up(k, nk * 4), dv = gpu_up(v, nv * 4);
+		haccel__dptr dg = gpu_up(gr, nk * 4), db = gpu_up(beta, nb * 4);
+		haccel__dptr dA = gpu_up(A_log, H * 4), dbias = gpu_up(bias, (size_t)H * K * 4);
+		haccel__dptr pq = gpu_up(q, nk * 4), pk = gpu_up(k, nk * 4), pg = gpu_alloc(nk * 4);
+		haccel__dptr pb = gpu_up(beta, nb * 4);
+		haccel__dptr oa = gpu_alloc(nv * 4), ob = gpu_alloc(nv * 4);
+		haccel__dptr poola = gpu_up(pool, np * 4), poolb = gpu_up(pool, np * 4);
+		haccel__dptr raw[4] = { dq, dk, dg, db };
+		const float *host[4] = { q, k, gr, beta };
+		const size_t rn[4] = { nk, nk, nk, nb };
+		bool kept = true;
+
+		ktap_diag("recurrent on raw inputs: H=%u K=%u V=%u, %u segments, gate form %d", H,
+			  K, V, sg->n, form);
+		KTAP_ASSERT_EQ(haccel__cuda_kda_gate(g, NULL, pg, dg, T, H, K, dA, dbias, form, lb),
+			       0);
+		KTAP_ASSERT_EQ(haccel__cuda_kda_prep(g, NULL, pq, pk, pb, T, H, K), 0);
+		KTAP_ASSERT_EQ(haccel__cuda_kda_recurrent(g, NULL, pq, pk, dv, pg, pb, oa, T, H, K,
+							  V, sg->n, sg->d_off, sg->d_slot, poola,
+							  stride),
+			       0);
+		KTAP_ASSERT_EQ(haccel__cuda_kda_recurrent_raw(g, NULL, dq, dk, dv, dg, db, ob, T, H,
+							      K, V, sg->n, sg->d_off, sg->d_slot,
+							      poolb, stride, dA, dbias, form, lb),
+			       0);
+		KTAP_EXPECT(gpu_same(oa, ob, nv * 4));
+		KTAP_EXPECT(gpu_same(poola, poolb, np * 4));
+		for (int i = 0; i < 4; i++) {
+			float *back = hbuf(rn[i]);
+
+			gpu_down(back, raw[i], rn[i] * 4);
+			if (memcmp(back, host[i], rn[i] * 4))
+				kept = false;
+		}
+		KTAP_EXPECT(kept);
+	}
+	hfree_all();
+	gpu_close();
+}
+
 /* ------------------------------------------------------------------------ */
 /* The chunked form                                                         */
 
@@ -737,6 +807,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_gated_rmsnorm),
 	KTAP_CASE(t_recurrent_segments),
 	KTAP_CASE(t_recurrent_decode),
+	KTAP_CASE(t_recurrent_raw),
 	KTAP_CASE(t_chunked_segments),
 	KTAP_CASE(t_chunked_hard_gates),
 	KTAP_CASE(t_chunked_sizes),

@@ -147,6 +147,22 @@ int haccel__cuda_kda_recurrent(struct haccel__gpu *g, void *stream,
 			       haccel__dptr seg_slot, haccel__dptr state_base,
 			       uint64_t slot_stride);
 /*
+ * The same on the raw inputs: q, k as the convolution left them, g_raw as
+ * haccel__cuda_kda_gate takes it, beta before its sigmoid. The gate, the
+ * norms of q and k and the sigmoid are formed inside, each the bits of
+ * haccel__cuda_kda_gate and haccel__cuda_kda_prep, so o and the state are
+ * those of the three calls (tested); q, k, g_raw and beta are not
+ * written.
+ */
+int haccel__cuda_kda_recurrent_raw(struct haccel__gpu *g, void *stream,
+				   haccel__dptr q, haccel__dptr k, haccel__dptr v,
+				   haccel__dptr g_raw, haccel__dptr beta, haccel__dptr o,
+				   uint32_t T, uint32_t H, uint32_t K, uint32_t V,
+				   uint32_t n_seg, haccel__dptr seg_off,
+				   haccel__dptr seg_slot, haccel__dptr state_base,
+				   uint64_t slot_stride, haccel__dptr A_log,
+				   haccel__dptr dt_bias, int form, float lb);
+/*
  * The chunked form (prefill), chunks of 64 tokens restarting at each
  * segment's first token; same state addressing. scratch: at least
  * haccel__cuda_kda_chunked_scratch(T, H, K, V, n_seg) bytes of device

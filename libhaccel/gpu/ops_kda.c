@@ -134,6 +134,46 @@ int haccel__cuda_kda_prep(struct haccel__gpu *g, void *stream, haccel__dptr q,
 			      &q, &k, &beta, &K, &rows, &scale);
 }
 
+/* The recurrent kernel for K, its raw-input form with raw (kda.cu). */
+static const char *recurrent_name(uint32_t K, bool raw)
+{
+	if (K <= 64)
+		return raw ? "haccel_kda_recurrent_64_raw" : "haccel_kda_recurrent_64";
+	if (K <= 128)
+		return raw ? "haccel_kda_recurrent_128_raw" : "haccel_kda_recurrent_128";
+	return raw ? "haccel_kda_recurrent_256_raw" : "haccel_kda_recurrent_256";
+}
+
+/* The raw-input form's extra arguments (haccel__cuda_kda_recurrent_raw). */
+struct rec_raw {
+	haccel__dptr A_log, dt_bias;
+	int form;
+	float lb, scale;
+};
+
+static int recurrent(struct haccel__gpu *g, void *stream, haccel__dptr q, haccel__dptr k,
+		     haccel__dptr v, haccel__dptr gt, haccel__dptr beta, haccel__dptr o,
+		     uint32_t T, uint32_t H, uint32_t K, uint32_t V, uint32_t n_seg,
+		     haccel__dptr seg_off, haccel__dptr seg_slot, haccel__dptr state_base,
+		     uint64_t slot_stride, struct rec_raw *r)
+{
+	uint32_t tiles = (V + KDA_TILE_V - 1) / KDA_TILE_V;
+
+	if (!K || K > KDA_MAX_K || !V || V % 4 || H > 65535 || n_seg > 0x7fffffffu ||
+	    misaligned(v) || misaligned(o) || misaligned(state_base) || misaligned(slot_stride))
+		return -EINVAL;
+	if (!T || !H || !n_seg)
+		return 0;
+	FN(recurrent_name(K, r != NULL));
+	if (!r)
+		return HACCEL__LAUNCH(g, fn, n_seg, H, tiles, 256, 1, 1, 0, stream, &q, &k, &v, &gt,
+				      &beta, &o, &H, &K, &V, &seg_off, &seg_slot, &state_base,
+				      &slot_stride);
+	return HACCEL__LAUNCH(g, fn, n_seg, H, tiles, 256, 1, 1, 0, stream, &q, &k, &v, &gt,
+			      &beta, &o, &H, &K, &V, &seg_off, &seg_slot, &state_base,
+			      &slot_stride, &r->A_log, &r->dt_bias, &r->form, &r->lb, &r->scale);
+}
+
 int haccel__cuda_kda_recurrent(struct haccel__gpu *g, void *stream, haccel__dptr q,
 			       haccel__dptr k, haccel__dptr v, haccel__dptr gt,
 			       haccel__dptr beta, haccel__dptr o, uint32_t T, uint32_t H,
@@ -141,18 +181,23 @@ int haccel__cuda_kda_recurrent(struct haccel__gpu *g, void *stream, haccel__dptr
 			       haccel__dptr seg_slot, haccel__dptr state_base,
 			       uint64_t slot_stride)
 {
-	const char *name = K <= 64 ? "haccel_kda_recurrent_64" :
-			   K <= 128 ? "haccel_kda_recurrent_128" : "haccel_kda_recurrent_256";
+	return recurrent(g, stream, q, k, v, gt, beta, o, T, H, K, V, n_seg, seg_off, seg_slot,
+			 state_base, slot_stride, NULL);
+}
 
-	if (!K || K > KDA_MAX_K || !V || V % 4 || H > 65535 || n_seg > 0x7fffffffu ||
-	    misaligned(v) || misaligned(o) || misaligned(state_base) || misaligned(slot_stride))
-		return -EINVAL;
-	if (!T || !H || !n_seg)
-		return 0;
-	FN(name);
-	return HACCEL__LAUNCH(g, fn, n_seg, H, (V + KDA_TILE_V - 1) / KDA_TILE_V, 256, 1, 1, 0,
-			      stream, &q, &k, &v, &gt, &beta, &o, &H, &K, &V, &seg_off,
-			      &seg_slot, &state_base, &slot_stride);
+int haccel__cuda_kda_recurrent_raw(struct haccel__gpu *g, void *stream, haccel__dptr q,
+				   haccel__dptr k, haccel__dptr v, haccel__dptr g_raw,
+				   haccel__dptr beta, haccel__dptr o, uint32_t T, uint32_t H,
+				   uint32_t K, uint32_t V, uint32_t n_seg, haccel__dptr seg_off,
+				   haccel__dptr seg_slot, haccel__dptr state_base,
+				   uint64_t slot_stride, haccel__dptr A_log, haccel__dptr dt_bias,
+				   int form, float lb)
+{
+	/* K^-1/2 rounded once to fp32, as haccel__cuda_kda_prep's */
+	struct rec_raw r = { A_log, dt_bias, form, lb, (float)(1.0 / sqrt((double)K)) };
+
+	return recurrent(g, stream, q, k, v, g_raw, beta, o, T, H, K, V, n_seg, seg_off,
+			 seg_slot, state_base, slot_stride, &r);
 }
 
 static size_t chunk_floats(uint32_t K, uint32_t V)

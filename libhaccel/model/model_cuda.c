@@ -497,18 +497,22 @@ static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 		return ret;
 	for (uint32_t i = 0; ret && i < (ga ? 2u : 1u); i++)
 		TRY(haccel__gemm_run(g, NULL, &gb[i]));
-	TRY(haccel__cuda_kda_gate(g, NULL, gt, gt, T, H, K, F(W->A_log), F(W->dt_bias),
-				  (int)k->gate_form, k->gate_lower_bound));
 	if (!grouped)
 		TRY(haccel__cuda_linear(g, NULL, beta, xb, D, F(W->b), 0, T, H, D));
-	TRY(haccel__cuda_kda_prep(g, NULL, qc, kc, beta, T, H, K));
-	if (f->decode)
-		TRY(haccel__cuda_kda_recurrent(g, NULL, qc, kc, vc, gt, beta, o, T, H, K, V, f->n_seg,
-					       so, ss, base + m->sl.state_offset, stride));
-	else
+	/* Decode: the gate and prep inside the recurrence (the same bits). */
+	if (f->decode) {
+		TRY(haccel__cuda_kda_recurrent_raw(g, NULL, qc, kc, vc, gt, beta, o, T, H, K, V,
+						   f->n_seg, so, ss, base + m->sl.state_offset,
+						   stride, F(W->A_log), F(W->dt_bias),
+						   (int)k->gate_form, k->gate_lower_bound));
+	} else {
+		TRY(haccel__cuda_kda_gate(g, NULL, gt, gt, T, H, K, F(W->A_log), F(W->dt_bias),
+					  (int)k->gate_form, k->gate_lower_bound));
+		TRY(haccel__cuda_kda_prep(g, NULL, qc, kc, beta, T, H, K));
 		TRY(haccel__cuda_kda_chunked(g, NULL, qc, kc, vc, gt, beta, o, T, H, K, V, f->n_seg,
 					     so, ss, base + m->sl.state_offset, stride,
 					     gm->kda_scratch));
+	}
 	if (rg && !ga) {
 		TRY(haccel__cuda_linear(g, NULL, tmp, xb, D, F(W->g_a), 0, T, rg, D));
 		TRY(to_bf(gm, NULL, tb, tmp, (size_t)T * rg));
