@@ -191,14 +191,6 @@ __device__ __forceinline__ void dsa_mma_f16(float *d, const uint32_t *a, const u
 	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-__device__ __forceinline__ void dsa_mma_bf16(float *d, const uint32_t *a, const uint32_t *b)
-{
-	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-	    "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
 __device__ __forceinline__ void dsa_ldsm4(uint32_t *r, const void *p)
 {
 	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -1608,8 +1600,8 @@ __device__ __forceinline__ void dsa_mla(float *o_lat, float *part, const float *
 							    (kt * 16 + 2 * c) * 2;
 					uint32_t b[2] = { dsa_ld32(rp), dsa_ld32(rp + 16) };
 
-					dsa_mma_bf16(ar[u], ahi, b);
-					dsa_mma_bf16(ar[u], alo, b);
+					hac_mma_bf16(ar[u], ahi, b);
+					hac_mma_bf16(ar[u], alo, b);
 				}
 			}
 #pragma unroll
@@ -1888,8 +1880,8 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 							    (tau_w * 16 + 2 * c) * 2;
 					uint32_t b[2] = { dsa_ld32(rp), dsa_ld32(rp + 16) };
 
-					dsa_mma_bf16(ar[u], qr[0], b);
-					dsa_mma_bf16(ar[u], qr[1], b);
+					hac_mma_bf16(ar[u], qr[0], b);
+					hac_mma_bf16(ar[u], qr[1], b);
 				}
 			/* the scales of records 32 rg + 8 u + 2 c + e, tile tau_w */
 			float sc[4][2];

@@ -49,15 +49,6 @@ __device__ __forceinline__ uint4 gemm_ld(const uint16_t *p, bool ok)
 	return v;
 }
 
-__device__ __forceinline__ void gemm_mma_bf16(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
-					      uint32_t a3, uint32_t b0, uint32_t b1)
-{
-	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-	    "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-	    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 /*
  * One GEMM of a launch: C[M][N] (+)= A[M][K] . B[N][K]^T (+ bias), its
  * 16-row tiles numbered from t0 in the launch (a group: blas.c mirrors
@@ -88,8 +79,30 @@ __device__ __forceinline__ void gemm_runs(uint32_t K, uint32_t w, uint32_t nw, u
 	*r1 = *r0 + per < nrun ? *r0 + per : nrun;
 }
 
-/* C of a tile from the 8 warps' partial sums (red), in warp order; then
- * the barrier before red is written again. */
+/* Element (n, m) of a tile: the 8 warps' partial sums (red) in warp order. */
+template <int MT8>
+__device__ __forceinline__ float gemm_warp_sum(float (*red)[GEMM_FEW_ROWS][8 * MT8 + 1],
+					       uint32_t n, uint32_t m)
+{
+	float v = 0.0f;
+
+#pragma unroll
+	for (int ww = 0; ww < GEMM_FEW_WARPS; ww++)
+		v += red[ww][n][m];
+	return v;
+}
+
+/* C[m][n0 + n] of p (+)= v + bias. */
+__device__ __forceinline__ void gemm_put(const gemm_m &p, uint32_t m, uint32_t n0, uint32_t n,
+					 float v, uint32_t accumulate)
+{
+	if (p.bias)
+		v += p.bias[n0 + n];
+	float *y = p.C + (int64_t)m * p.ldc + n0 + n;
+	*y = accumulate ? *y + v : v;
+}
+
+/* C of a tile from red; then the barrier before red is written again. */
 template <int MT8>
 __device__ __forceinline__ void gemm_out(float (*red)[GEMM_FEW_ROWS][8 * MT8 + 1],
 					 const gemm_m &p, uint32_t n0, uint32_t M,
@@ -97,25 +110,17 @@ __device__ __forceinline__ void gemm_out(float (*red)[GEMM_FEW_ROWS][8 * MT8 + 1
 {
 	for (uint32_t o = threadIdx.x; o < GEMM_FEW_ROWS * 8 * MT8; o += blockDim.x) {
 		uint32_t n = o % GEMM_FEW_ROWS, m = o / GEMM_FEW_ROWS;
-		float v = 0.0f;
 
-		if (m >= M || n0 + n >= p.N)
-			continue;
-#pragma unroll
-		for (int ww = 0; ww < GEMM_FEW_WARPS; ww++)
-			v += red[ww][n][m];
-		if (p.bias)
-			v += p.bias[n0 + n];
-		float *y = p.C + (int64_t)m * p.ldc + n0 + n;
-		*y = accumulate ? *y + v : v;
+		if (m < M && n0 + n < p.N)
+			gemm_put(p, m, n0, n, gemm_warp_sum<MT8>(red, n, m), accumulate);
 	}
 	__syncthreads();
 }
 
-/* The same with K split over a cluster of KS blocks: each block's sum in
- * warp order into bp, then rank r adds the KS blocks' bp in rank order
- * for the outputs r, r + KS, ... (distributed shared memory), and a
- * cluster barrier before bp and red are written again. */
+/* The same with K split over a cluster of KS blocks: each block's sum
+ * into bp, then rank r adds the KS blocks' bp in rank order for the
+ * outputs r, r + KS, ... (distributed shared memory), and a cluster
+ * barrier before bp and red are written again. */
 template <int MT8, int KS>
 __device__ __forceinline__ void gemm_out_cluster(float (*red)[GEMM_FEW_ROWS][8 * MT8 + 1],
 						 float *bp, const gemm_m &p, uint32_t n0,
@@ -123,28 +128,15 @@ __device__ __forceinline__ void gemm_out_cluster(float (*red)[GEMM_FEW_ROWS][8 *
 {
 	cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
 
-	for (uint32_t o = threadIdx.x; o < GEMM_FEW_ROWS * 8 * MT8; o += blockDim.x) {
-		uint32_t n = o % GEMM_FEW_ROWS, m = o / GEMM_FEW_ROWS;
-		float v = 0.0f;
-
-#pragma unroll
-		for (int ww = 0; ww < GEMM_FEW_WARPS; ww++)
-			v += red[ww][n][m];
-		bp[o] = v;
-	}
+	for (uint32_t o = threadIdx.x; o < GEMM_FEW_ROWS * 8 * MT8; o += blockDim.x)
+		bp[o] = gemm_warp_sum<MT8>(red, o % GEMM_FEW_ROWS, o / GEMM_FEW_ROWS);
 	cl.sync();
 	for (uint32_t o = rank + KS * threadIdx.x; o < GEMM_FEW_ROWS * 8 * MT8;
 	     o += KS * blockDim.x) {
 		uint32_t n = o % GEMM_FEW_ROWS, m = o / GEMM_FEW_ROWS;
 
-		if (m >= M || n0 + n >= p.N)
-			continue;
-		float v = cluster_rank_sum<KS>(bp, o);
-
-		if (p.bias)
-			v += p.bias[n0 + n];
-		float *y = p.C + (int64_t)m * p.ldc + n0 + n;
-		*y = accumulate ? *y + v : v;
+		if (m < M && n0 + n < p.N)
+			gemm_put(p, m, n0, n, cluster_rank_sum<KS>(bp, o), accumulate);
 	}
 	cl.sync();
 }
@@ -214,10 +206,13 @@ __device__ __forceinline__ void gemm_few(MEM mem, uint32_t ntile, uint32_t M, ui
 			for (int u = 0; u < U; u++)
 #pragma unroll
 				for (int i = 0; i < MT8; i++) {
-					gemm_mma_bf16(acc[i], wa[u].x, wb[u].x, wa[u].y, wb[u].y,
-						      xv[u][i].x, xv[u][i].y);
-					gemm_mma_bf16(acc[i], wa[u].z, wb[u].z, wa[u].w, wb[u].w,
-						      xv[u][i].z, xv[u][i].w);
+					const uint32_t a0[4] = { wa[u].x, wb[u].x, wa[u].y, wb[u].y };
+					const uint32_t a1[4] = { wa[u].z, wb[u].z, wa[u].w, wb[u].w };
+					const uint32_t b0[2] = { xv[u][i].x, xv[u][i].y };
+					const uint32_t b1[2] = { xv[u][i].z, xv[u][i].w };
+
+					hac_mma_bf16(acc[i], a0, b0);
+					hac_mma_bf16(acc[i], a1, b1);
 				}
 			if (st + 1 < nstep)
 				issue(tile, st + 1);

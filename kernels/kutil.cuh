@@ -39,6 +39,16 @@ __device__ __forceinline__ float block_sum(float v, float *sh)
 	return warp_sum(v);
 }
 
+/* d += a b for one m16n8k16 tile: a row-major 16x16, b 16x8 (bf16), d
+ * fp32. */
+__device__ __forceinline__ void hac_mma_bf16(float *d, const uint32_t *a, const uint32_t *b)
+{
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+	    "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
 /* p[i] of each of the R blocks of this cluster (distributed shared
  * memory), added in rank order: the loads first, then the sum. */
 template <int R>

@@ -558,17 +558,15 @@ static int group_once(struct gb *b, void *arg)
 		ret = haccel__gemm_group(b->g, NULL, op + a->first, 6 - a->first);
 		return ret == -ENOTSUP ? 1 : ret;
 	}
-	for (uint32_t i = a->first; i < 6 && a->first; i++)
-		if ((ret = haccel__gemm_run(b->g, NULL, &op[i])))
-			return ret;
-	if (a->first)
-		return 0;
-	qkv = op[0];
-	qkv.batch = 3;
-	qkv.stride_a = 0;
-	qkv.stride_b = (int64_t)qkv.N * qkv.K;
-	qkv.stride_c = (int64_t)a->op[0].M * a->op[0].N;
-	ret = haccel__gemm_run(b->g, NULL, &qkv);
+	/* one by one: q, k, v batched (all six), then the small ones */
+	ret = 0;
+	if (!a->first) {
+		qkv = op[0];
+		qkv.batch = 3;
+		qkv.stride_b = (int64_t)qkv.N * qkv.K;
+		qkv.stride_c = (int64_t)qkv.M * qkv.N;
+		ret = haccel__gemm_run(b->g, NULL, &qkv);
+	}
 	for (int i = 3; i < 6 && !ret; i++)
 		ret = haccel__gemm_run(b->g, NULL, &op[i]);
 	return ret;

@@ -260,23 +260,38 @@ static int same_shape(const struct haccel__gemm *a, const struct haccel__gemm *b
 	       a->trans_b == b->trans_b && !a->bias == !b->bias && !a->accumulate == !b->accumulate;
 }
 
-/* The shapes haccel__gemm_few takes (blas.h). */
-static bool few_fits(const struct haccel__gemm *k)
+/* The layouts the few-row kernels read (blas.h), whatever M. */
+static bool few_layout(const struct haccel__gemm *k)
 {
 	bool batched = k->batch > 1;
 
-	return k->M <= 16 && k->trans_b && k->K % 8 == 0 && k->lda % 8 == 0 &&
-	       k->ldb % 8 == 0 && k->lda >= k->K && k->ldb >= k->K && k->ldc >= k->N &&
-	       k->A % 16 == 0 && k->B % 16 == 0 && k->C % 4 == 0 && k->bias % 4 == 0 &&
+	return k->trans_b && k->K % 8 == 0 && k->lda % 8 == 0 && k->ldb % 8 == 0 &&
+	       k->lda >= k->K && k->ldb >= k->K && k->ldc >= k->N && k->A % 16 == 0 &&
+	       k->B % 16 == 0 && k->C % 4 == 0 && k->bias % 4 == 0 &&
 	       (!batched || (k->stride_a % 8 == 0 && k->stride_b % 8 == 0)) &&
 	       k->batch <= 65535 && k->N <= 0x7fffffffu;
+}
+
+/* The shapes haccel__gemm_few takes (blas.h). */
+static bool few_fits(const struct haccel__gemm *k)
+{
+	return k->M <= 16 && few_layout(k);
+}
+
+/* Blocks (or clusters) for nt tiles and room for cap of them in a wave:
+ * as many as keep every one on an equal count of tiles. */
+static uint32_t few_spread(uint32_t nt, uint32_t cap)
+{
+	uint32_t per = (nt + cap - 1) / cap;
+
+	return (nt + per - 1) / per;
 }
 
 /* Launch the few-row kernel for a shape few_fits took. */
 static int few_launch(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op)
 {
 	uint32_t nt = (op->N + 15) / 16, batch = op->batch > 1 ? op->batch : 1;
-	uint32_t acc = op->accumulate ? 1 : 0, cap, per;
+	uint32_t acc = op->accumulate ? 1 : 0, cap;
 	uint64_t C = op->C, A = op->A, B = op->B, bias = op->bias;
 	void *fn;
 	int ret;
@@ -290,8 +305,7 @@ static int few_launch(struct haccel__gpu *g, void *stream, const struct haccel__
 	 * through an equal count of 16-row tiles. The batch strides are
 	 * read only for blockIdx.y > 0. */
 	cap = (2 * (uint32_t)(g->cu->sm_count > 0 ? g->cu->sm_count : 1) + batch - 1) / batch;
-	per = (nt + cap - 1) / cap;
-	return HACCEL__LAUNCH(g, fn, (nt + per - 1) / per, batch, 1, 256, 1, 1, 0, stream, &C, &A,
+	return HACCEL__LAUNCH(g, fn, few_spread(nt, cap), batch, 1, 256, 1, 1, 0, stream, &C, &A,
 			      &B, &bias, (void *)&op->M, (void *)&op->N, (void *)&op->K,
 			      (void *)&op->lda, (void *)&op->ldb, (void *)&op->ldc,
 			      (void *)&op->stride_a, (void *)&op->stride_b, (void *)&op->stride_c,
@@ -348,25 +362,24 @@ int haccel__gemm_group(struct haccel__gpu *g, void *stream, const struct haccel_
 {
 	struct few_group grp = { .n = n };
 	uint64_t wbytes = 0;
-	uint32_t nt = 0, cap, per, M = n ? ops[0].M : 0, ks = M > 16 ? FEW_KS : 1;
+	uint32_t nt = 0, cap, M = n ? ops[0].M : 0, ks = M > 16 ? FEW_KS : 1;
 	void *fn;
 	int ret;
 
 	if (!n || n > HACCEL__GEMM_GROUP_MAX || g->gemm_lt_only || M > 64)
 		return -ENOTSUP;
 	for (uint32_t i = 0; i < n; i++) {
-		struct haccel__gemm op = ops[i];
+		const struct haccel__gemm *op = &ops[i];
 
-		op.M = M <= 16 ? M : 16; /* the rest as few_fits checks it */
-		if (!few_fits(&op) || op.batch > 1 || ops[i].M != M || !op.N ||
-		    !op.accumulate != !ops[0].accumulate || (ks > 1 && op.K < FEW_GROUP_MIN_K))
+		if (!few_layout(op) || op->batch > 1 || op->M != M || !op->N ||
+		    !op->accumulate != !ops[0].accumulate || (ks > 1 && op->K < FEW_GROUP_MIN_K))
 			return -ENOTSUP;
-		wbytes += (uint64_t)op.N * op.K * 2;
+		wbytes += (uint64_t)op->N * op->K * 2;
 		grp.m[i] = (struct few_member){
-			.A = op.A, .B = op.B, .C = op.C, .bias = op.bias, .lda = op.lda,
-			.ldb = op.ldb, .ldc = op.ldc, .N = op.N, .K = op.K, .t0 = nt,
+			.A = op->A, .B = op->B, .C = op->C, .bias = op->bias, .lda = op->lda,
+			.ldb = op->ldb, .ldc = op->ldc, .N = op->N, .K = op->K, .t0 = nt,
 		};
-		nt += (op.N + 15) / 16;
+		nt += (op->N + 15) / 16;
 	}
 	if (wbytes >= (M <= 16 ? FEW_MAX_BYTES(M) : FEW_GROUP_BIG_BYTES))
 		return -ENOTSUP;
@@ -382,9 +395,8 @@ int haccel__gemm_group(struct haccel__gpu *g, void *stream, const struct haccel_
 	/* As few_launch: two blocks an SM in one wave (clusters of ks), equal
 	 * counts of tiles. */
 	cap = 2 * (uint32_t)(g->cu->sm_count > 0 ? g->cu->sm_count : 1) / ks;
-	cap = cap ? cap : 1;
-	per = (nt + cap - 1) / cap;
-	return HACCEL__LAUNCH(g, fn, (nt + per - 1) / per * ks, 1, 1, 256, 1, 1, 0, stream, &grp);
+	return HACCEL__LAUNCH(g, fn, few_spread(nt, cap ? cap : 1) * ks, 1, 1, 256, 1, 1, 0, stream,
+			      &grp);
 }
 
 int haccel__gemm_run(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op)
