@@ -26,8 +26,10 @@
  *             e^G_last (EL). All into scratch, padded with zero rows to a
  *             full chunk. A and Q's blocks below the diagonal (16 x 16)
  *             are products on the tensor cores, the decay factored
- *             through the block's first row; the diagonal blocks go
- *             elementwise.
+ *             through the block's first row; so are the diagonal
+ *             blocks, through their middle row, unless a channel decays
+ *             by more than KDA_SPAN over half the block: then that block
+ *             goes elementwise.
  *           pass 2, per (segment, head, 32 columns of V), chunks in order:
  *               u = U' - W S0           (= the CPU's forward substitution
  *                                        of r = beta (v - S0^T e^G k))
@@ -36,9 +38,10 @@
  *             haccel_kda_chunk_state2 (K <= 128) keeps the state tile in
  *             registers, haccel_kda_chunk_state (wider keys) in shared
  *             memory.
- *           The products run on the tensor cores in 3xTF32 (each fp32
- *           operand split into a tf32 high part and a remainder, three
- *           products summed in fp32), which keeps fp32 accuracy. K = 128
+ *           The products run on the tensor cores split (each fp32
+ *           operand into a tf32 high part and a remainder: hi hi on
+ *           .tf32, the two cross terms on one .bf16 instruction; see
+ *           kda_split), within 2^-18 of fp32 products. K = 128
  *           (and V = 128 in pass 1) has its own instances, strides
  *           constant.
  *
@@ -456,31 +459,54 @@ __host__ __device__ __forceinline__ size_t kda_chunk_floats(uint32_t K, uint32_t
 #define KDA_OFF_Q(K, V) (KDA_OFF_U(K) + (size_t)KDA_C * (V))
 
 /*
- * 3xTF32 on mma.sync m16n8k8: each fp32 operand x is split into
- * hi = tf32(x) (rounded to nearest) and lo = x - hi (exact); the tensor
- * cores read a tf32 operand's 19 high bits, so lo goes in as it is, cut
- * to 10 mantissa bits (2^-21 of x). big += hi hi in one accumulator,
- * small += lo hi + hi lo in another (lo lo is below fp32 rounding): two
- * shorter dependency chains, summed at the end.
+ * Products on the tensor cores to about fp32 accuracy, in two mma.sync a
+ * k-step of 8: each fp32 operand x is split into hi = tf32(x) (rounded to
+ * nearest) and lo = x - hi (exact, |lo| <= 2^-11 |x|). big += hi hi on
+ * m16n8k8 .tf32; small += x lo' + lo x' on one m16n8k16 .bf16, whose 16
+ * k-slots hold the 8 k's in pairs: A's pair (bf16(x), bf16(lo)), B's
+ * (bf16(lo), bf16(x)). The cross terms are 2^-11 of the product, so bf16's
+ * 2^-9 on their factors puts them within 2^-19 of it each; lo lo (2^-22)
+ * is left out. Two shorter dependency chains, summed at the end; a third
+ * fewer tensor-core cycles than 3xTF32 (hi hi, hi lo, lo hi on .tf32).
  *
  * Fragments (PTX ISA, mma m16n8k8 .tf32), lane = 4 g + t: A (16 x 8) a0
  * (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4); B (8 x 8) b0
  * (t, g), b1 (t + 4, g); C (16 x 8) c0, c1 (g, 2t + {0, 1}), c2, c3
- * (g + 8, 2t + {0, 1}).
+ * (g + 8, 2t + {0, 1}). m16n8k16 .bf16 has k-slot pairs (2t, 2t + 1) and
+ * (2t + 8, 2t + 9) where .tf32 has k = t and t + 4, in the same registers
+ * of A and B: each k's pair sits in the register of its tf32 value.
  */
 struct kda_tf32 {
-	uint32_t hi, lo;
+	uint32_t hi, pk; /* tf32 bits; bf16 pair (low half = even slot) */
 };
+
+__device__ __forceinline__ uint32_t kda_bf2(float even, float odd)
+{
+	uint32_t r;
+
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(odd), "f"(even));
+	return r;
+}
 
 /* hi rounds to nearest (ties away from zero) by adding half a tf32 ulp
  * to the bits: two integer instructions where cvt.rna.tf32 takes five
- * (it also handles infinities and NaNs, which finite sums never are). */
+ * (it also handles infinities and NaNs, which finite sums never are).
+ * The A operand's pair is (x, lo), the B operand's (lo, x). */
 __device__ __forceinline__ kda_tf32 kda_split(float x)
 {
 	kda_tf32 r;
 
 	r.hi = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
-	r.lo = __float_as_uint(x - __uint_as_float(r.hi));
+	r.pk = kda_bf2(x, x - __uint_as_float(r.hi));
+	return r;
+}
+
+__device__ __forceinline__ kda_tf32 kda_split_b(float x)
+{
+	kda_tf32 r;
+
+	r.hi = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+	r.pk = kda_bf2(x - __uint_as_float(r.hi), x);
 	return r;
 }
 
@@ -520,16 +546,18 @@ __device__ __forceinline__ kda_fb kda_load_b(const float *p, uint32_t ld)
 	const uint32_t g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
 	kda_fb b;
 
-	b.x[0] = kda_split(p[t * ld + g]);
-	b.x[1] = kda_split(p[(t + 4) * ld + g]);
+	b.x[0] = kda_split_b(p[t * ld + g]);
+	b.x[1] = kda_split_b(p[(t + 4) * ld + g]);
 	return b;
 }
 
 __device__ __forceinline__ void kda_mma3(float big[4], float small[4], const kda_fa &a,
 					 const kda_fb &b)
 {
-	kda_mma(small, a.x[0].lo, a.x[1].lo, a.x[2].lo, a.x[3].lo, b.x[0].hi, b.x[1].hi);
-	kda_mma(small, a.x[0].hi, a.x[1].hi, a.x[2].hi, a.x[3].hi, b.x[0].lo, b.x[1].lo);
+	const uint32_t ap[4] = {a.x[0].pk, a.x[1].pk, a.x[2].pk, a.x[3].pk};
+	const uint32_t bp[2] = {b.x[0].pk, b.x[1].pk};
+
+	hac_mma_bf16(small, ap, bp);
 	kda_mma(big, a.x[0].hi, a.x[1].hi, a.x[2].hi, a.x[3].hi, b.x[0].hi, b.x[1].hi);
 }
 
@@ -567,12 +595,30 @@ __device__ __forceinline__ uint2 kda_offdiag_block(uint32_t P)
 	return make_uint2(I, P - (I * (I - 1)) / 2);
 }
 
+/* Pass 1's unit u = 0..19 of A and Q: the block (I, J) as x and y of
+ * *IJ, its 8 columns 8 (u % 2). False for the units of the diagonal
+ * blocks that go elementwise (bit I of tens clear) and past 19. */
+__device__ __forceinline__ bool kda_unit(uint32_t u, uint32_t tens, uint2 *IJ)
+{
+	const uint32_t I = (u - 12) >> 1;
+
+	if (u < 12)
+		*IJ = kda_offdiag_block(u >> 1);
+	else
+		*IJ = make_uint2(I, I);
+	return u < 12 || (u < 20 && (tens >> I & 1));
+}
+
 /* Pass 1 shared memory, in floats, D = max(K, V, KDA_AP): G, kk, qq
  * [KDA_C][LD] and beta [KDA_C], LD = D rounded up to 16, plus 8: 8 times
  * an odd number, so that the 8-byte fragment loads of 16 rows hit 32
  * banks. A^T [KDA_C][KDA_AP] (rows 16-byte aligned) takes G's room once
  * G is dead. */
 #define KDA_AP (KDA_C + 4)
+
+/* The largest decay (in e-folds, per channel) over half a diagonal block
+ * for which pass 1 factors its decays through the middle row. */
+#define KDA_SPAN 60.0f
 
 __host__ __device__ __forceinline__ uint32_t kda_prep_ld(uint32_t K, uint32_t V)
 {
@@ -588,6 +634,61 @@ __host__ __device__ __forceinline__ size_t kda_prep_smem(uint32_t K, uint32_t V)
 }
 
 extern __shared__ __align__(128) float4 kda_smem[];
+
+/*
+ * Pass 1's forward substitution, the terms of rows 16 I .. 16 I + 15 from
+ * the rows above them (solved): X_I = s X_I - A_(I, <I) X_(<I), for W's K
+ * columns (kk) with s = 1 and U's V columns (qq) with s = beta_i (their
+ * right-hand side's scale), products split on the tensor cores. A comes
+ * transposed (At[j][i] = A_ij); warp w takes the 8-column tiles 4 w ..
+ * 4 w + 3 of [W | U'] (W's tiles first, each side's last one cut at K or
+ * V), then 32 further on.
+ */
+__device__ __forceinline__ void kda_fs_above(uint32_t I, float *kk, float *qq, const float *At,
+					     const float *bet, uint32_t K, uint32_t V,
+					     uint32_t LD)
+{
+	const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const uint32_t g = lane >> 2, t = lane & 3;
+	const uint32_t ntk = (K + 7) / 8, nt = ntk + (V + 7) / 8;
+
+	for (uint32_t q0 = 4 * warp; q0 < nt; q0 += 4 * (KDA_THREADS / 32)) {
+		float big[4][4] = {}, small[4][4] = {};
+		float *X[4];
+
+#pragma unroll
+		for (int c = 0; c < 4; c++) {
+			const uint32_t q = q0 + c;
+
+			X[c] = q < ntk ? kk + 8 * q : qq + 8 * (q - ntk);
+		}
+#pragma unroll
+		for (uint32_t k0 = 0; k0 < 16 * I; k0 += 8) {
+			const kda_fa a = kda_load_a(At + k0 * KDA_AP + 16 * I, 1, KDA_AP);
+
+#pragma unroll
+			for (int c = 0; c < 4; c++)
+				if (q0 + c < nt)
+					kda_mma3(big[c], small[c], a, kda_load_b(X[c] + k0 * LD, LD));
+		}
+#pragma unroll
+		for (int c = 0; c < 4; c++) {
+			const uint32_t q = q0 + c, u = q >= ntk;
+			const uint32_t c0 = 8 * (u ? q - ntk : q) + 2 * t, lim = u ? V : K;
+
+			if (q >= nt)
+				break;
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				const uint32_t i = 16 * I + g + 8 * (e >> 1), cc = 2 * t + (e & 1);
+				float *x = X[c] + i * LD + cc;
+
+				if (c0 + (e & 1) < lim)
+					*x = (u ? bet[i] * *x : *x) - (big[c][e] + small[c][e]);
+			}
+		}
+	}
+}
 
 /* e^x for x <= 0 as ex2(x log2 e): within 2 ulp plus 1.2 |x| ulp, so
  * 1e-6 relative where the factor is above e^-8 and far below any sum's
@@ -635,6 +736,7 @@ __device__ __forceinline__ void kda_chunk_prep(const float *q, const float *k, c
 	float *G = (float *)kda_smem, *kk = G + KDA_C * LD, *qq = kk + KDA_C * LD;
 	float *bet = qq + KDA_C * LD, *At = G;
 	float *out = scratch + ((size_t)p * H + h) * kda_chunk_floats(K, V);
+	__shared__ uint32_t span[KDA_C / 16]; /* fp32 bits, >= 0 */
 
 	/* Rows past n are zeros: they add nothing and G stays at G_{n-1}. */
 	const size_t src = ((size_t)t0 * H + h) * K;
@@ -645,11 +747,21 @@ __device__ __forceinline__ void kda_chunk_prep(const float *q, const float *k, c
 	__pipeline_commit();
 	if (tid < KDA_C)
 		bet[tid] = tid < n ? beta[((size_t)t0 + tid) * H + h] : 0.0f;
+	if (tid < KDA_C / 16)
+		span[tid] = 0;
 	__pipeline_wait_prior(0);
 	__syncthreads();
-	for (uint32_t c = tid; c < K; c += blockDim.x)
+	for (uint32_t c = tid; c < K; c += blockDim.x) {
 		for (uint32_t i = 1; i < KDA_C; i++)
 			G[i * LD + c] += G[(i - 1) * LD + c];
+#pragma unroll
+		for (uint32_t I = 0; I < KDA_C / 16; I++) {
+			const float *Gc = G + 16 * I * LD + c;
+			const float d = fmaxf(Gc[0] - Gc[8 * LD], Gc[8 * LD] - Gc[15 * LD]);
+
+			atomicMax(&span[I], __float_as_uint(fmaxf(d, 0.0f)));
+		}
+	}
 	__syncthreads();
 
 	/*
@@ -657,16 +769,21 @@ __device__ __forceinline__ void kda_chunk_prep(const float *q, const float *k, c
 	 * decay factors through the block's first row r = 16 I:
 	 * e^(G_i - G_j) = e^(G_i - G_r) e^(G_r - G_j), both exponents <= 0,
 	 * so A_IJ = (k e^(G - G_r))_I (k e^(G_r - G))_J^T, and Q_IJ the same
-	 * with q on the left: products on the tensor cores (3xTF32), the
-	 * factors formed as the fragments are loaded. Unit u = 0..11 (warp
-	 * u % 8) takes block pair u / 2 (kda_offdiag_block) and its 8 columns
-	 * 8 (u % 2). The diagonal blocks, whose decays do not
-	 * factor within bounds, go elementwise: thread 2 p + hc (p < 120) takes
-	 * pair p of the strictly lower 16 x 16 triangle in all four blocks,
-	 * the columns 8 x + 4 hc .. + 3 of the sum over K (the halves meet
+	 * with q on the left: products on the tensor cores (split), the
+	 * factors formed as the fragments are loaded. Unit u = 0..11 takes
+	 * block pair u / 2 (kda_offdiag_block) and its 8 columns 8 (u % 2).
+	 * A diagonal block I factors through its middle row r = 16 I + 8 when
+	 * no channel decays by more than KDA_SPAN from row 16 I to r or from r
+	 * to 16 I + 15 (span[I]): then every factor lies in e^(+-KDA_SPAN),
+	 * far from overflow and with its low part a normal float, and units
+	 * 12..19 take its two column halves the same way (the entries above
+	 * the diagonal, which may overflow, are not kept). Warp u % 8 takes
+	 * unit u. A block that decays harder goes elementwise: thread 2 p + hc
+	 * (p < 120) takes pair p of its strictly lower 16 x 16 triangle, the
+	 * columns 8 x + 4 hc .. + 3 of the sum over K (the halves meet
 	 * through one shuffle; interleaved, their loads hit other banks);
-	 * threads 240-255 take Q's diagonal, sums of q k (e^0 = 1). A stays
-	 * in registers until G is dead; Q goes out as it is made, zeros above
+	 * threads 240-255 its Q diagonal, sums of q k (e^0 = 1). A stays in
+	 * registers until G is dead; Q goes out as it is made, zeros above
 	 * the diagonal and past row n.
 	 */
 	float *Qo = out + KDA_OFF_Q(K, V);
@@ -675,18 +792,23 @@ __device__ __forceinline__ void kda_chunk_prep(const float *q, const float *k, c
 		if (x % KDA_C > x / KDA_C)
 			Qo[x] = 0.0f;
 	const uint32_t lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
-	float offA[2][4];
+	uint32_t tens = 0; /* bit I: diagonal block I on the tensor cores */
+	float offA[3][4];
 
 #pragma unroll
-	for (int w = 0; w < 2; w++) {
-		const uint32_t u = warp + 8 * w, P = u >> 1;
+	for (uint32_t I = 0; I < KDA_C / 16; I++)
+		tens |= (__uint_as_float(span[I]) <= KDA_SPAN) << I;
+#pragma unroll
+	for (int w = 0; w < 3; w++) {
+		const uint32_t u = warp + 8 * w;
+		const bool diag = u >= 12;
+		uint2 IJ;
 
-		if (u >= 12)
-			break;
-		const uint2 IJ = kda_offdiag_block(P);
+		if (!kda_unit(u, tens, &IJ))
+			continue;
 		const uint32_t I = IJ.x, J = IJ.y;
 		const uint32_t i0 = 16 * I + g, j0 = 16 * J + 8 * (u & 1) + g;
-		const float *Gr = G + 16 * I * LD + 2 * t;
+		const float *Gr = G + (16 * I + (diag ? 8 : 0)) * LD + 2 * t;
 		float aA[4] = {}, sA[4] = {}, aQ[4] = {}, sQ[4] = {};
 
 #pragma unroll 4
@@ -711,8 +833,8 @@ __device__ __forceinline__ void kda_chunk_prep(const float *q, const float *k, c
 				const float2 gj = *(const float2 *)(G + o);
 				const float2 kj = *(const float2 *)(kk + o);
 
-				fb.x[0] = kda_split(kj.x * kda_exp(gr.x - gj.x));
-				fb.x[1] = kda_split(kj.y * kda_exp(gr.y - gj.y));
+				fb.x[0] = kda_split_b(kj.x * kda_exp(gr.x - gj.x));
+				fb.x[1] = kda_split_b(kj.y * kda_exp(gr.y - gj.y));
 			}
 			kda_mma3(aA, sA, fk, fb);
 			kda_mma3(aQ, sQ, fq, fb);
@@ -722,7 +844,8 @@ __device__ __forceinline__ void kda_chunk_prep(const float *q, const float *k, c
 			const uint32_t i = i0 + 8 * (e >> 1), j = j0 - g + 2 * t + (e & 1);
 
 			offA[w][e] = aA[e] + sA[e];
-			Qo[i * KDA_C + j] = i < n ? aQ[e] + sQ[e] : 0.0f;
+			if (j <= i)
+				Qo[i * KDA_C + j] = i < n ? aQ[e] + sQ[e] : 0.0f;
 		}
 	}
 
@@ -743,6 +866,9 @@ __device__ __forceinline__ void kda_chunk_prep(const float *q, const float *k, c
 		for (int I = 0; I < 4; I++) {
 			const uint32_t oi = (16 * I + da) * LD, oj = (16 * I + db) * LD;
 			float a = 0.0f, q = 0.0f;
+
+			if (tens >> I & 1)
+				continue;
 
 			for (uint32_t c = 4 * hc; c < K; c += 8) {
 				const float4 gi = *(const float4 *)(G + oi + c);
@@ -765,6 +891,9 @@ __device__ __forceinline__ void kda_chunk_prep(const float *q, const float *k, c
 			const uint32_t i = 16 * I + tid - 240, o = i * LD;
 			float q = 0.0f;
 
+			if (tens >> I & 1)
+				continue;
+
 			for (uint32_t c = 0; c < K; c += 4) {
 				const float4 ki = *(const float4 *)(kk + o + c);
 				const float4 qi = *(const float4 *)(qq + o + c);
@@ -778,6 +907,8 @@ __device__ __forceinline__ void kda_chunk_prep(const float *q, const float *k, c
 	 * (threads 240-255 add values they do not use). */
 #pragma unroll
 	for (int I = 0; I < 4; I++) {
+		if (tens >> I & 1)
+			continue;
 		diagA[I] += __shfl_xor_sync(0xffffffffu, diagA[I], 1);
 		diagQ[I] += __shfl_xor_sync(0xffffffffu, diagQ[I], 1);
 		if (tid < 240 && !(tid & 1))
@@ -820,12 +951,12 @@ __device__ __forceinline__ void kda_chunk_prep(const float *q, const float *k, c
 	kda_copy_tile(qq, LD, v + ((size_t)t0 * H + h) * V, (size_t)H * V, KDA_C, V, V, n);
 	__pipeline_commit();
 #pragma unroll
-	for (int w = 0; w < 2; w++) {
-		const uint32_t u = warp + 8 * w, P = u >> 1;
+	for (int w = 0; w < 3; w++) {
+		const uint32_t u = warp + 8 * w;
+		uint2 IJ;
 
-		if (u >= 12)
-			break;
-		const uint2 IJ = kda_offdiag_block(P);
+		if (!kda_unit(u, tens, &IJ))
+			continue;
 		const uint32_t I = IJ.x, J = IJ.y;
 
 #pragma unroll
@@ -833,49 +964,42 @@ __device__ __forceinline__ void kda_chunk_prep(const float *q, const float *k, c
 			const uint32_t i = 16 * I + g + 8 * (e >> 1);
 			const uint32_t j = 16 * J + 8 * (u & 1) + 2 * t + (e & 1);
 
-			At[j * KDA_AP + i] = bet[i] * offA[w][e];
+			if (j < i)
+				At[j * KDA_AP + i] = bet[i] * offA[w][e];
 		}
 	}
 	if (tid < 240 && !(tid & 1))
 #pragma unroll
 		for (int I = 0; I < 4; I++)
-			At[(16 * I + db) * KDA_AP + 16 * I + da] = bet[16 * I + da] * diagA[I];
+			if (!(tens >> I & 1))
+				At[(16 * I + db) * KDA_AP + 16 * I + da] =
+					bet[16 * I + da] * diagA[I];
 	__pipeline_wait_prior(0);
 	__syncthreads();
 
 	/*
-	 * Forward substitution, a column of [W | U'] per thread:
-	 * x_i = b_i - sum_{j<i} A_ij x_j, j ascending, as the CPU op. By
-	 * blocks of 16 rows in registers: first the terms of the rows above
-	 * the block (each x_j read once for the 16 rows, their A_ij four at a
-	 * time from A^T), then those inside it. Rows past n have b = 0 and
-	 * A = 0 (beta = 0): they stay zero. U's right-hand side beta v is
-	 * scaled here (v came in as it is).
+	 * Forward substitution of [W | U']: x_i = b_i - sum_{j<i} A_ij x_j.
+	 * By blocks of 16 rows: the terms of the rows above the block on the
+	 * tensor cores (kda_fs_above, the warps by column tiles), then those
+	 * inside it a column per thread, in registers (j ascending, as the
+	 * CPU op). Rows past n have b = 0 and A = 0 (beta = 0): they stay
+	 * zero. U's right-hand side beta v is scaled here (v came in as it is).
 	 */
-	for (uint32_t col = tid; col < K + V; col += blockDim.x) {
-		float *X = col < K ? kk + col : qq + (col - K);
-
 #pragma unroll
-		for (int I = 0; I < (int)KDA_C / 16; I++) {
+	for (int I = 0; I < (int)KDA_C / 16; I++) {
+		if (I) {
+			__syncthreads();
+			kda_fs_above(I, kk, qq, At, bet, K, V, LD);
+			__syncthreads();
+		}
+		for (uint32_t col = tid; col < K + V; col += blockDim.x) {
+			float *X = col < K ? kk + col : qq + (col - K);
 			float acc[16];
 
 #pragma unroll
 			for (int r = 0; r < 16; r++)
-				acc[r] = X[(16 * I + r) * LD] * (col < K ? 1.0f : bet[16 * I + r]);
-			for (int j = 0; j < 16 * I; j++) {
-				const float4 *a4 = (const float4 *)(At + j * KDA_AP + 16 * I);
-				float xj = X[j * LD];
-
-#pragma unroll
-				for (int r4 = 0; r4 < 4; r4++) {
-					float4 a = a4[r4];
-
-					acc[4 * r4] -= a.x * xj;
-					acc[4 * r4 + 1] -= a.y * xj;
-					acc[4 * r4 + 2] -= a.z * xj;
-					acc[4 * r4 + 3] -= a.w * xj;
-				}
-			}
+				acc[r] = X[(16 * I + r) * LD] *
+					 (I == 0 && col >= K ? bet[r] : 1.0f);
 #pragma unroll
 			for (int r = 1; r < 16; r++)
 #pragma unroll
@@ -1133,7 +1257,8 @@ __device__ __forceinline__ void kda_chunk_state(float *o, uint32_t H, uint32_t K
  * (fp32); U2 [KDA_C / 2][KDA_PQ][4]; Q [KDA_C][KDA_Q2]; EL0, EL1 [K].
  * S2 and U2 hold the operands every warp reads whole already split, as
  * B fragments: rows 2p and 2p + 1 of column c at (p KDA_PQ + c) * 4, as
- * hi (2p), hi (2p + 1), lo (2p), lo (2p + 1).
+ * hi (2p), hi (2p + 1), then the bf16 pairs (kda_split_b) of 2p and
+ * 2p + 1.
  *
  * The fragments take k in the order 2t, 2t + 1 where the instruction's
  * is t, t + 4 (the same on both sides of the product, so the sum is
@@ -1188,7 +1313,7 @@ __device__ __forceinline__ kda_fb kda_load_b2(const float *p)
 	kda_fb b;
 
 	b.x[0].hi = __float_as_uint(x.x), b.x[1].hi = __float_as_uint(x.y);
-	b.x[0].lo = __float_as_uint(x.z), b.x[1].lo = __float_as_uint(x.w);
+	b.x[0].pk = __float_as_uint(x.z), b.x[1].pk = __float_as_uint(x.w);
 	return b;
 }
 
@@ -1211,11 +1336,11 @@ __device__ __forceinline__ void kda_store_split(float *p, uint32_t r, uint32_t c
 {
 	const bool odd = r & 1;
 	const float x = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 4);
-	const kda_tf32 a = kda_split(odd ? x : v0), b = kda_split(odd ? v1 : x);
+	const kda_tf32 a = kda_split_b(odd ? x : v0), b = kda_split_b(odd ? v1 : x);
 
 	*(float4 *)(p + ((r >> 1) * KDA_PQ + col + odd) * 4) =
-		make_float4(__uint_as_float(a.hi), __uint_as_float(b.hi), __uint_as_float(a.lo),
-			    __uint_as_float(b.lo));
+		make_float4(__uint_as_float(a.hi), __uint_as_float(b.hi), __uint_as_float(a.pk),
+			    __uint_as_float(b.pk));
 }
 
 /*

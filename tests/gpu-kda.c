@@ -139,6 +139,7 @@ enum gmode {
 	G_MIXED,  /* per channel: strong, weak, or from the softplus gate */
 	G_SWITCH, /* per channel, strong for 32 tokens, then weak */
 	G_MINUS5, /* g = -5 everywhere */
+	G_BURST,  /* in [-5, 0), but -20 for tokens 40-47 of every 64 */
 };
 
 /* q, k through prep (normalized, q scaled by K^-1/2), beta = sigmoid. */
@@ -169,6 +170,9 @@ static struct kin make_in(uint32_t T, uint32_t H, uint32_t K, uint32_t V, enum g
 			break;
 		case G_MINUS5:
 			in.g[i] = -5.0f;
+			break;
+		case G_BURST:
+			in.g[i] = t % 64 / 8 == 5 ? -20.0f : frand(-5.0f, 0.0f);
 			break;
 		}
 	}
@@ -693,8 +697,10 @@ static void t_chunked_segments(void)
 	gpu_close();
 }
 
-/* The adversarial gates for the prefix sums, and g = -5 everywhere (a
- * chunk's total decay e^-320 is 0 in fp32: ratios would be 0/0). */
+/* The adversarial gates for the prefix sums, g = -5 everywhere (a
+ * chunk's total decay e^-320 is 0 in fp32: ratios would be 0/0), and
+ * bursts of -20 that put one diagonal block of each chunk past KDA_SPAN
+ * (elementwise) while the other three factor (tensor cores). */
 static void t_chunked_hard_gates(void)
 {
 	struct haccel__gpu *g = gpu_open();
@@ -704,6 +710,7 @@ static void t_chunked_hard_gates(void)
 	segs_make(&sg, lens, 3);
 	chunked_vs_cpu(g, &sg, 2, 128, 128, G_SWITCH, "switching");
 	chunked_vs_cpu(g, &sg, 2, 128, 128, G_MINUS5, "g=-5");
+	chunked_vs_cpu(g, &sg, 2, 128, 128, G_BURST, "bursts");
 	hfree_all();
 	gpu_close();
 }
