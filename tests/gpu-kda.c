@@ -715,7 +715,8 @@ static void t_chunked_hard_gates(void)
 	gpu_close();
 }
 
-/* The largest K and V (the most shared memory), and a small K. */
+/* The largest K and V (the most shared memory), a small K, and K = 128
+ * (its own pass 2) with a last V tile of 4 columns. */
 static void t_chunked_sizes(void)
 {
 	struct haccel__gpu *g = gpu_open();
@@ -725,6 +726,7 @@ static void t_chunked_sizes(void)
 	segs_make(&sg, lens, 3);
 	chunked_vs_cpu(g, &sg, 1, 256, 256, G_MIXED, "mixed");
 	chunked_vs_cpu(g, &sg, 2, 16, 4, G_STRONG, "strong");
+	chunked_vs_cpu(g, &sg, 2, 128, 36, G_MIXED, "mixed"); /* a part V tile, K = 128 */
 	hfree_all();
 	gpu_close();
 }
