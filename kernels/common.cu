@@ -27,6 +27,7 @@ __device__ __forceinline__ void rmsnorm_row(const float *x, const float *w, uint
 
 HACCEL_K void haccel_rmsnorm(float *y, const float *x, const float *w, uint32_t D, float eps)
 {
+	HAC_PDL();
 	float *yr = y + (size_t)blockIdx.x * D;
 
 	rmsnorm_row(x, w, D, eps, [&](uint32_t d, float v) { yr[d] = v; });
@@ -37,6 +38,7 @@ HACCEL_K void haccel_rmsnorm(float *y, const float *x, const float *w, uint32_t 
 HACCEL_K void haccel_rmsnorm_bf16(uint16_t *y, const float *x, const float *w, uint32_t D,
 				  float eps)
 {
+	HAC_PDL();
 	uint16_t *yr = y + (size_t)blockIdx.x * D;
 
 	rmsnorm_row(x, w, D, eps, [&](uint32_t d, float v) { yr[d] = hac_bf16_from_float(v); });
@@ -45,6 +47,7 @@ HACCEL_K void haccel_rmsnorm_bf16(uint16_t *y, const float *x, const float *w, u
 HACCEL_K void haccel_layernorm(float *y, const float *x, const float *w, const float *b,
 			       uint32_t D, float eps)
 {
+	HAC_PDL();
 	__shared__ float sh[32];
 	const float *xr = x + (size_t)blockIdx.x * D;
 	float *yr = y + (size_t)blockIdx.x * D;
@@ -65,6 +68,7 @@ HACCEL_K void haccel_layernorm(float *y, const float *x, const float *w, const f
 HACCEL_K void haccel_embed(float *y, const uint16_t *table, const int32_t *tok, uint32_t D,
 			   uint32_t V)
 {
+	HAC_PDL();
 	int32_t id = tok[blockIdx.x];
 	float *yr = y + (size_t)blockIdx.x * D;
 
@@ -80,6 +84,7 @@ __device__ __forceinline__ float swiglu1(float g, float u)
 
 HACCEL_K void haccel_swiglu(float *y, const float *gate, const float *up, uint64_t n)
 {
+	HAC_PDL();
 	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
 	     i += (uint64_t)gridDim.x * blockDim.x)
 		y[i] = swiglu1(gate[i], up[i]);
@@ -89,6 +94,7 @@ HACCEL_K void haccel_swiglu(float *y, const float *gate, const float *up, uint64
  * projection's input). */
 HACCEL_K void haccel_swiglu_bf16(uint16_t *y, const float *gate, const float *up, uint64_t n)
 {
+	HAC_PDL();
 	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
 	     i += (uint64_t)gridDim.x * blockDim.x)
 		y[i] = hac_bf16_from_float(swiglu1(gate[i], up[i]));
@@ -96,6 +102,7 @@ HACCEL_K void haccel_swiglu_bf16(uint16_t *y, const float *gate, const float *up
 
 HACCEL_K void haccel_scale(float *y, const float *x, float s, uint64_t n)
 {
+	HAC_PDL();
 	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
 	     i += (uint64_t)gridDim.x * blockDim.x)
 		y[i] = x[i] * s;
@@ -103,6 +110,7 @@ HACCEL_K void haccel_scale(float *y, const float *x, float s, uint64_t n)
 
 HACCEL_K void haccel_to_bf16(uint16_t *y, const float *x, uint64_t n)
 {
+	HAC_PDL();
 	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
 	     i += (uint64_t)gridDim.x * blockDim.x) {
 		uint32_t u = __float_as_uint(x[i]);
@@ -118,6 +126,7 @@ HACCEL_K void haccel_to_bf16(uint16_t *y, const float *x, uint64_t n)
 HACCEL_K void haccel_copy_rows(float *dst, uint32_t dst_ld, const float *src, uint32_t src_ld,
 			       uint32_t n)
 {
+	HAC_PDL();
 	const float *s = src + (size_t)blockIdx.x * src_ld;
 	float *d = dst + (size_t)blockIdx.x * dst_ld;
 
@@ -179,6 +188,7 @@ HACCEL_K void haccel_attn_res_mix(float *h, const float *src0, uint64_t src_stri
 				  uint32_t T, uint32_t D, float eps, uint16_t *yb,
 				  const float *out_w)
 {
+	HAC_PDL();
 	__shared__ float sh[32 * 2 * ARM_B_G];
 	__shared__ float a[64];
 	size_t t = blockIdx.x;
@@ -247,6 +257,7 @@ haccel_attn_res_mix_r(float *h, const float *src0, uint64_t src_stride, uint32_t
 		      const float *query, const float *norm_w, uint32_t T, uint32_t D, float eps,
 		      uint16_t *yb, const float *out_w)
 {
+	HAC_PDL();
 	__shared__ float sh[32 * 2 * ARM_R_SRC];
 	__shared__ float a[ARM_R_SRC];
 	__shared__ float nsh[32];
@@ -340,6 +351,7 @@ haccel_attn_res_mix8(float *h, const float *src0, uint64_t src_stride, uint32_t 
 		     const float *query, const float *norm_w, uint32_t T, uint32_t D, float eps,
 		     uint16_t *yb, const float *out_w)
 {
+	HAC_PDL();
 	__shared__ float part[2 * ARM_MAX_SRC], tot[2 * ARM_MAX_SRC], a[ARM_MAX_SRC];
 	__shared__ float nsq;
 	__shared__ float wsh[ARM_THREADS / 32][2 * ARM_MAX_SRC];
@@ -633,6 +645,7 @@ __device__ __forceinline__ void arm_wide(float *h, const float *src0, uint64_t s
 		     const float *query, const float *norm_w, uint32_t T, uint32_t D, float eps, \
 		     uint16_t *yb, const float *out_w)                                         \
 	{                                                                                      \
+		HAC_PDL();                                                                     \
 		(void)T;                                                                       \
 		arm_wide<NS, CH>(h, src0, src_stride, n_src, query, norm_w, D, eps, yb, out_w); \
 	}
@@ -643,6 +656,7 @@ ARM_WIDE(haccel_attn_res_mix_w16, 16, 1)
 
 HACCEL_K void haccel_add(float *y, const float *a, const float *b, uint64_t n)
 {
+	HAC_PDL();
 	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
 	     i += (uint64_t)gridDim.x * blockDim.x)
 		y[i] = a[i] + b[i];
@@ -651,6 +665,7 @@ HACCEL_K void haccel_add(float *y, const float *a, const float *b, uint64_t n)
 /* dst[r] = src[rows[r]], rows of D; grid (R). */
 HACCEL_K void haccel_gather_rows(float *dst, const float *src, const uint32_t *rows, uint32_t D)
 {
+	HAC_PDL();
 	const float *s = src + (size_t)rows[blockIdx.x] * D;
 	float *d = dst + (size_t)blockIdx.x * D;
 
@@ -671,6 +686,7 @@ __device__ __forceinline__ bool am_better(float v, uint32_t i, float bv, uint32_
 
 HACCEL_K void haccel_argmax(int32_t *out, const float *logits, uint32_t V)
 {
+	HAC_PDL();
 	__shared__ float sv[32];
 	__shared__ uint32_t si[32];
 	const float *r = logits + (size_t)blockIdx.x * V;
@@ -725,6 +741,7 @@ __device__ float load_any(const uint8_t *p, int type)
 
 HACCEL_K void haccel_convert(void *dst, int dst_type, const uint8_t *src, int src_type, uint64_t n)
 {
+	HAC_PDL();
 	int sz = src_type == 0 ? 4 : 2;
 
 	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
@@ -746,6 +763,7 @@ HACCEL_K void haccel_convert(void *dst, int dst_type, const uint8_t *src, int sr
  * step changed (written by the host into the step's inputs). */
 HACCEL_K void haccel_scatter_u32(uint32_t *dst, const uint32_t *upd)
 {
+	HAC_PDL();
 	uint32_t n = upd[0];
 
 	for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)

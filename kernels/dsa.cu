@@ -225,6 +225,7 @@ __device__ __forceinline__ void dsa_ldsm4t(uint32_t *r, const void *p)
 HACCEL_K void haccel_rope(float *x, uint32_t n_vec, uint64_t tok_stride, uint64_t vec_stride,
 			  uint32_t dim, const uint32_t *pos, float theta, int layout)
 {
+	HAC_PDL();
 	float *cs = (float *)dsa_smem;
 	uint32_t half = dim / 2, t = blockIdx.x;
 	float *xt = x + t * tok_stride;
@@ -262,6 +263,7 @@ HACCEL_K void haccel_rope(float *x, uint32_t n_vec, uint64_t tok_stride, uint64_
  */
 HACCEL_K void haccel_hadamard128(float *x, uint32_t n)
 {
+	HAC_PDL();
 	uint32_t lane = threadIdx.x & 31;
 	uint32_t v = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
 	float r[4], a, b;
@@ -303,6 +305,7 @@ HACCEL_K void haccel_hadamard128(float *x, uint32_t n)
 HACCEL_K void haccel_dsa_kv_write(uint8_t *region, const int64_t *slots, const float *latent,
 				  const float *k_pe, uint32_t dr)
 {
+	HAC_PDL();
 	uint32_t t = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 	int64_t slot = slots[t];
 	float v[4], m = 0.0f;
@@ -332,6 +335,7 @@ HACCEL_K void haccel_dsa_kv_write(uint8_t *region, const int64_t *slots, const f
 HACCEL_K void haccel_dsa_index_k_write(uint8_t *region, const int64_t *slots, const float *ik,
 				       uint32_t T)
 {
+	HAC_PDL();
 	uint32_t lane = threadIdx.x & 31, t = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
 	float v[4], m = 0.0f;
 
@@ -550,6 +554,7 @@ __device__ __forceinline__ uint32_t dsa_ix_qbytes(uint32_t NT)
 HACCEL_K void __launch_bounds__(256)
 haccel_dsa_ix_prep(uint8_t *out, const float *q, const float *w, uint32_t IH, uint32_t NT)
 {
+	HAC_PDL();
 	uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = blockIdx.x;
 	uint8_t *base = out + (size_t)t * dsa_ix_qbytes(NT);
 	uint16_t *qh = (uint16_t *)base;
@@ -786,6 +791,7 @@ haccel_dsa_ix_score(uint32_t *keys, uint32_t stride, const uint8_t *qp, uint32_t
 		    const uint32_t *block_tables, uint32_t bt_stride, uint32_t pt,
 		    uint32_t max_pos, uint32_t mode, uint32_t chunk)
 {
+	HAC_PDL();
 	uint32_t t = blockIdx.x, c0 = blockIdx.y * chunk, warp = threadIdx.x >> 5;
 	uint32_t n = dsa_minu(pos[t], max_pos) + 1, qb = dsa_ix_qbytes(NT);
 
@@ -1017,6 +1023,7 @@ HACCEL_K void __launch_bounds__(DSA_IX_TK_THREADS, 1)
 haccel_dsa_ix_topk(int32_t *sel, uint32_t *n_sel, const uint32_t *keys, uint32_t stride,
 		   const uint32_t *pos, uint32_t max_pos, uint32_t topk, uint32_t cap)
 {
+	HAC_PDL();
 	uint32_t t = blockIdx.x, tid = threadIdx.x;
 	uint32_t n = dsa_minu(pos[t], max_pos) + 1, k = dsa_minu(topk, n);
 	const uint32_t *row = keys + (size_t)t * stride;
@@ -1731,6 +1738,7 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 		   uint32_t bt_stride, uint32_t pt, float scale, uint32_t n_split, uint32_t tps,
 		   uint32_t n_hg)
 {
+	HAC_PDL();
 	const uint32_t HG = 16;
 	uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
 	uint32_t hg = blockIdx.x % n_hg, split = blockIdx.x / n_hg % n_split;
@@ -1951,6 +1959,7 @@ haccel_dsa_mla_h32(float *o_lat, float *part, const float *q_lat, const float *q
 		   uint32_t bt_stride, uint32_t pt, float scale, uint32_t n_split, uint32_t tps,
 		   uint32_t n_hg)
 {
+	HAC_PDL();
 	dsa_mla<2>(o_lat, part, q_lat, q_pe, H, dr, sel, n_sel, topk, bt_row, region, block_tables,
 		   bt_stride, pt, scale, n_split, tps, n_hg);
 }
@@ -1966,6 +1975,7 @@ haccel_dsa_mla_h32(float *o_lat, float *part, const float *q_lat, const float *q
 HACCEL_K void haccel_dsa_mla_combine(float *o_lat, const float *part, uint32_t T, uint32_t H,
 				     uint32_t n_split)
 {
+	HAC_PDL();
 	float *wgt = (float *)dsa_smem;
 	__shared__ float red[4];
 	uint32_t t = blockIdx.x / H, h = blockIdx.x % H, d = 4 * threadIdx.x;

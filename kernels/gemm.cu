@@ -249,6 +249,7 @@ __device__ __forceinline__ void gemm_few(MEM mem, uint32_t ntile, uint32_t M, ui
 	     uint32_t N, uint32_t K, int64_t lda, int64_t ldb, int64_t ldc, int64_t sa,         \
 	     int64_t sb, int64_t sc, uint32_t accumulate)                                       \
 	{                                                                                       \
+		HAC_PDL();                                                                      \
 		int64_t y = blockIdx.y;                                                         \
 		const gemm_m p = { A + y * sa, B + y * sb, C + y * sc, bias, lda, ldb, ldc,     \
 				   N, K, 0 };                                                   \
@@ -267,6 +268,7 @@ __device__ __forceinline__ void gemm_few(MEM mem, uint32_t ntile, uint32_t M, ui
 	HACCEL_K void attr __launch_bounds__(GEMM_FEW_WARPS * 32, 2)                             \
 	name(const __grid_constant__ gemm_grp grp)                                              \
 	{                                                                                       \
+		HAC_PDL();                                                                      \
 		gemm_few<MT8, U, KS>(                                                           \
 			[&](uint32_t tile, uint32_t *lt) -> gemm_m {                            \
 				uint32_t i = grp.n - 1;                                         \

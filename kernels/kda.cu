@@ -129,6 +129,7 @@ HACCEL_K void haccel_kda_conv(float *out, const float *in, uint32_t C, const flo
 			      uint64_t slot_stride, uint64_t gs_out, uint64_t gs_in,
 			      uint64_t gs_w, uint64_t gs_tail)
 {
+	HAC_PDL();
 	uint32_t t = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
 	uint32_t P = W - 1;
 
@@ -161,6 +162,7 @@ HACCEL_K void haccel_kda_conv_tail(const float *in, uint32_t C, uint32_t W,
 				   char *tail_base, uint64_t slot_stride, uint64_t gs_in,
 				   uint64_t gs_tail)
 {
+	HAC_PDL();
 	uint32_t s = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
 	uint32_t t0 = seg_off[s], n = seg_off[s + 1] - t0;
 	int P = (int)W - 1;
@@ -200,6 +202,7 @@ HACCEL_K void haccel_kda_gate(float *g, const float *g_raw, uint32_t H, uint32_t
 			      const float *A_log, const float *dt_bias, int form, float lb,
 			      uint64_t n)
 {
+	HAC_PDL();
 	uint64_t HK = (uint64_t)H * K;
 
 	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
@@ -228,6 +231,7 @@ __device__ __forceinline__ void kda_norm_row(float *x, uint32_t K, float scale)
 HACCEL_K void haccel_kda_prep(float *q, float *k, float *beta, uint32_t K, uint64_t rows,
 			      float scale)
 {
+	HAC_PDL();
 	uint64_t row = blockIdx.x * 8ull + (threadIdx.x >> 5);
 	uint32_t lane = threadIdx.x & 31;
 
@@ -265,6 +269,7 @@ __device__ __forceinline__ void kda_gated_rmsnorm_row(const float *o, const floa
 HACCEL_K void haccel_kda_gated_rmsnorm(float *o, const float *gate, const float *w,
 				       uint32_t V, uint64_t rows, float eps)
 {
+	HAC_PDL();
 	kda_gated_rmsnorm_row(o, gate, w, V, rows, eps, [&](uint64_t i, float v) { o[i] = v; });
 }
 
@@ -273,6 +278,7 @@ HACCEL_K void haccel_kda_gated_rmsnorm(float *o, const float *gate, const float 
 HACCEL_K void haccel_kda_gated_rmsnorm_bf16(uint16_t *y, const float *o, const float *gate,
 					    const float *w, uint32_t V, uint64_t rows, float eps)
 {
+	HAC_PDL();
 	kda_gated_rmsnorm_row(o, gate, w, V, rows, eps,
 			      [&](uint64_t i, float v) { y[i] = hac_bf16_from_float(v); });
 }
@@ -417,6 +423,7 @@ __device__ __forceinline__ void kda_recurrent(const float *q, const float *k, co
 		     const uint32_t *seg_off, const uint32_t *seg_slot, char *state_base,     \
 		     uint64_t slot_stride)                                                    \
 	{                                                                                     \
+		HAC_PDL();                                                                    \
 		kda_recurrent<NR, false>(q, k, v, gt, beta, o, H, K, V, seg_off, seg_slot,    \
 					 state_base, slot_stride, kda_raw{});                 \
 	}                                                                                     \
@@ -427,6 +434,7 @@ __device__ __forceinline__ void kda_recurrent(const float *q, const float *k, co
 			   char *state_base, uint64_t slot_stride, const float *A_log,         \
 			   const float *dt_bias, int form, float lb, float scale)              \
 	{                                                                                     \
+		HAC_PDL();                                                                    \
 		kda_recurrent<NR, true>(q, k, v, gt, beta, o, H, K, V, seg_off, seg_slot,     \
 					state_base, slot_stride,                              \
 					kda_raw{ A_log, dt_bias, form, lb, scale });          \
@@ -1030,6 +1038,7 @@ __device__ __forceinline__ void kda_chunk_prep(const float *q, const float *k, c
 		     const float *beta, uint32_t H, uint32_t K, uint32_t V, uint32_t n_seg,  \
 		     const uint32_t *seg_off, float *scratch)                                \
 	{                                                                                    \
+		HAC_PDL();                                                                   \
 		kda_chunk_prep<KT, VT>(q, k, v, gt, beta, H, K, V, n_seg, seg_off, scratch); \
 	}
 
@@ -1549,6 +1558,7 @@ __device__ __forceinline__ void kda_chunk_state2(float *o, uint32_t H, uint32_t 
 		     const uint32_t *seg_slot, char *state_base, uint64_t slot_stride,        \
 		     const float *scratch)                                                    \
 	{                                                                                     \
+		HAC_PDL();                                                                    \
 		fn(o, H, K, V, seg_off, seg_slot, state_base, slot_stride, scratch);          \
 	}
 

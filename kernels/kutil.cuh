@@ -10,6 +10,34 @@
 
 #define HACCEL_K extern "C" __global__
 
+/*
+ * Every kernel starts with HAC_PDL: it waits for the kernels before it in
+ * the stream to complete and their writes to be visible (griddepcontrol
+ * .wait: at once when the launch has no programmatic dependency), then
+ * lets the next kernel's blocks be scheduled (launch_dependents). The
+ * library launches every kernel with programmatic stream serialization
+ * (module.c), so a kernel's launch and its blocks' start overlap the one
+ * before; the wait keeps stream order for memory. Triggering after the
+ * wait keeps it two kernels deep: the next kernel's blocks start once all
+ * of this one's have passed their wait, that is once the one before this
+ * has completed.
+ */
+__device__ __forceinline__ void hac_pdl_wait(void)
+{
+	asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void hac_pdl_launch(void)
+{
+	asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+
+#define HAC_PDL()                                                                  \
+	do {                                                                       \
+		hac_pdl_wait();                                                    \
+		hac_pdl_launch();                                                  \
+	} while (0)
+
 __device__ __forceinline__ float warp_sum(float v)
 {
 	for (int o = 16; o > 0; o >>= 1)

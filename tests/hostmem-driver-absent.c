@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "hostmem-util.h"
+#include "test-util.h"
 
 #define MIB (1ull << 20)
 
@@ -305,35 +306,13 @@ static void t_sizes(void)
 	haccel_close(ctx);
 }
 
-/* The whole file under $srcdir; free() it. */
-static char *slurp(const char *rel)
-{
-	const char *src = getenv("srcdir");
-	char path[1024];
-	long n;
-	char *buf;
-	FILE *f;
-
-	if (!src)
-		ktap_skip("srcdir not set: run through make check");
-	snprintf(path, sizeof(path), "%s/%s", src, rel);
-	f = fopen(path, "re");
-	KTAP_ASSERT(f != NULL);
-	KTAP_ASSERT(fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0);
-	rewind(f);
-	buf = malloc((size_t)n + 1);
-	KTAP_ASSERT(buf && fread(buf, 1, (size_t)n, f) == (size_t)n);
-	buf[n] = '\0';
-	fclose(f);
-	return buf;
-}
-
 /* Every variable driver.c reads is in docs/hostmem.md and the man pages'
  * ENVIRONMENT sections. */
 static void t_knobs_documented(void)
 {
 	static const char *const pages[] = { "docs/man/libhaccel.3", "docs/man/haccel-ctl.1" };
-	char *src = slurp("libhaccel/hostmem/driver.c"), *md = slurp("docs/hostmem.md");
+	char *src = test_slurp_src("libhaccel/hostmem/driver.c");
+	char *md = test_slurp_src("docs/hostmem.md");
 	char names[8][64];
 	int n = 0;
 
@@ -353,7 +332,7 @@ static void t_knobs_documented(void)
 			ktap_fail_at(__FILE__, __LINE__, "docs/hostmem.md lacks %s", names[i]);
 	}
 	for (size_t p = 0; p < sizeof(pages) / sizeof(pages[0]); p++) {
-		char *man = slurp(pages[p]), *b = strstr(man, "\n.SH ENVIRONMENT\n"), *e;
+		char *man = test_slurp_src(pages[p]), *b = strstr(man, "\n.SH ENVIRONMENT\n"), *e;
 
 		KTAP_ASSERT(b != NULL);
 		e = strstr(b + 1, "\n.SH ");

@@ -17,6 +17,33 @@
 #include "haccel.h"
 #include "ktap.h"
 
+/* The whole file rel under $srcdir (make check sets it), for the tests
+ * that read the sources and docs; free() it. Skips outside make check;
+ * a file that cannot be read there fails. */
+static inline char *test_slurp_src(const char *rel)
+{
+	const char *src = getenv("srcdir");
+	char path[1024];
+	long n;
+	char *buf;
+	FILE *f;
+
+	if (!src)
+		ktap_skip("srcdir not set: run through make check");
+	snprintf(path, sizeof(path), "%s/%s", src, rel);
+	f = fopen(path, "re");
+	if (!f)
+		ktap_diag("cannot read %s", path);
+	KTAP_ASSERT(f != NULL);
+	KTAP_ASSERT(fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0);
+	rewind(f);
+	buf = malloc((size_t)n + 1);
+	KTAP_ASSERT(buf && fread(buf, 1, (size_t)n, f) == (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
 /* Write text to root/rel, making the directories on the way. */
 static inline void test_put(const char *root, const char *rel, const char *text)
 {

@@ -7,36 +7,13 @@
 #include <string.h>
 
 #include "ktap.h"
-
-/* The whole file under $srcdir (make check sets it); free() it. */
-static char *slurp(const char *rel)
-{
-	const char *src = getenv("srcdir");
-	char path[1024];
-	long n;
-	char *buf;
-	FILE *f;
-
-	if (!src)
-		ktap_skip("srcdir not set: run through make check");
-	snprintf(path, sizeof(path), "%s/%s", src, rel);
-	f = fopen(path, "re");
-	if (!f)
-		ktap_skip("cannot read %s", path);
-	KTAP_ASSERT(fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0);
-	rewind(f);
-	buf = malloc((size_t)n + 1);
-	KTAP_ASSERT(buf && fread(buf, 1, (size_t)n, f) == (size_t)n);
-	buf[n] = '\0';
-	fclose(f);
-	return buf;
-}
+#include "test-util.h"
 
 /* The names the loader's source passes to getenv() or env_on(). */
 static int loader_knobs(char names[][64], int max)
 {
 	static const char *const calls[] = { "getenv(\"", "env_on(\"" };
-	char *src = slurp("libhaccel/weights/stream.c");
+	char *src = test_slurp_src("libhaccel/weights/stream.c");
 	int n = 0;
 
 	for (int c = 0; c < 2; c++)
@@ -83,7 +60,7 @@ static void t_knobs_documented(void)
 	for (int i = 0; i < n; i++)
 		ktap_diag("the loader reads %s", names[i]);
 	for (size_t p = 0; p < sizeof(pages) / sizeof(pages[0]); p++) {
-		char *man = slurp(pages[p]);
+		char *man = test_slurp_src(pages[p]);
 		const char *env = environment(man, pages[p]);
 
 		for (int i = 0; i < n; i++)

@@ -57,6 +57,25 @@ struct haccel__cu_access_desc {     /* CUmemAccessDesc */
 	int flags;
 };
 
+/* CUlaunchAttribute and CUlaunchConfig (cuLaunchKernelEx, CUDA 11.8+) */
+#define HACCEL__CU_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION 6
+
+struct haccel__cu_launch_attr {
+	int id;
+	char pad[4];
+	union {
+		char pad[64];
+		int i;
+	} value;
+};
+
+struct haccel__cu_launch_config {
+	unsigned int gx, gy, gz, bx, by, bz, smem;
+	void *stream;
+	struct haccel__cu_launch_attr *attrs;
+	unsigned int n_attrs;
+};
+
 /* One table per process would be global state: it hangs off the context. */
 struct haccel__cuda {
 	void *lib;

@@ -38,6 +38,8 @@ int haccel__gpu_get(struct haccel_ctx *ctx, struct haccel__gpu **out)
 	g->cu = cu;
 	env = getenv("HACCEL_GEMM");
 	g->gemm_lt_only = env && !strcmp(env, "cublaslt");
+	env = getenv("HACCEL_PDL");
+	g->pdl = cu->cc_major >= 9 && !(env && !strcmp(env, "0"));
 	ret = HACCEL__CU(ctx, cu->ModuleLoadData(&g->module, haccel__fatbin));
 	if (!ret)
 		ret = HACCEL__CU(ctx, cu->StreamCreate(&g->stream, HACCEL__CU_STREAM_NON_BLOCKING));
@@ -104,8 +106,21 @@ int haccel__gpu_launch(struct haccel__gpu *g, void *fn, unsigned int gx, unsigne
 		       unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
 		       unsigned int smem, void *stream, void **params, const char *file, int line)
 {
-	int res = g->cu->LaunchKernel(fn, gx, gy, gz, bx, by, bz, smem,
-				      stream ? stream : g->stream, params, NULL);
+	struct haccel__cu_launch_attr attr = {
+		.id = HACCEL__CU_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION,
+		.value.i = 1,
+	};
+	struct haccel__cu_launch_config cfg = {
+		.gx = gx, .gy = gy, .gz = gz, .bx = bx, .by = by, .bz = bz, .smem = smem,
+		.stream = stream ? stream : g->stream, .attrs = &attr, .n_attrs = 1,
+	};
+	int res;
 
-	return haccel__cu_check(g->ctx, res, "cuLaunchKernel", file, line);
+	if (!g->pdl)
+		res = g->cu->LaunchKernel(fn, gx, gy, gz, bx, by, bz, smem, cfg.stream, params,
+					  NULL);
+	else
+		res = g->cu->LaunchKernelEx(&cfg, fn, params, NULL);
+	return haccel__cu_check(g->ctx, res, g->pdl ? "cuLaunchKernelEx" : "cuLaunchKernel",
+				file, line);
 }
