@@ -3,6 +3,9 @@
  * against the CPU ops on the same inputs. Skips with no GPU. */
 #include "config.h"
 
+#include <pthread.h>
+#include <stdio.h>
+
 #include "gpu-util.h"
 #include "gpu/blas.h"
 #include "model/cpu/ops.h"
@@ -692,11 +695,144 @@ static void test_gemm_group(void)
 	gpu_close();
 }
 
+/*
+ * The cuBLASLt shape cache past its size: HACCEL__GEMM_MAX_SHAPES + 40
+ * shapes (M = 1 .. that, N = K = 16), every 64th checked against the CPU
+ * as it runs, then the first (long evicted) and the last again: the
+ * results exact (the inputs small integers, every sum exact in fp32).
+ */
+static float *int_vals(size_t n, int lo, int hi)
+{
+	float *v = malloc(n * sizeof(*v));
+
+	KTAP_ASSERT(v != NULL);
+	for (size_t i = 0; i < n; i++)
+		v[i] = (float)(lo + (int)ktap_rand_below((uint64_t)(hi - lo + 1)));
+	return v;
+}
+
+static void gemm_lt_check(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op,
+			  const float *x, const float *w, const float *bias, float *got,
+			  float *want, const char *what)
+{
+	KTAP_ASSERT_EQ(haccel__gemm_lt(g, stream, op), 0);
+	gpu_down(got, op->C, (size_t)op->M * op->N * 4);
+	haccel__cpu_matmul(want, x, w, bias, op->M, op->N, op->K);
+	KTAP_EXPECT(gpu_close_enough(what, got, want, (size_t)op->M * op->N, 0.0, 0.0));
+}
+
+static void test_gemm_shape_cache(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	const uint32_t n = HACCEL__GEMM_MAX_SHAPES + 40, N = 16, K = 16;
+	float *x = int_vals((size_t)n * K, -2, 2), *w = int_vals((size_t)N * K, -2, 2);
+	float *got = malloc((size_t)n * N * 4), *want = malloc((size_t)n * N * 4);
+	uint16_t *xb = to_bf16(x, (size_t)n * K), *wb = to_bf16(w, (size_t)N * K);
+	haccel__dptr dx = gpu_up(xb, (size_t)n * K * 2), dw = gpu_up(wb, (size_t)N * K * 2);
+	haccel__dptr dy = gpu_alloc((size_t)n * N * 4);
+	struct haccel__gemm op = {
+		.N = N, .K = K, .A = dx, .B = dw, .C = dy, .lda = K, .ldb = K, .ldc = N,
+		.batch = 1, .trans_b = 1,
+	};
+
+	KTAP_ASSERT(got && want);
+	for (uint32_t m = 1; m <= n; m++) {
+		op.M = m;
+		if (m % 64 == 1 || m == n) {
+			char what[64];
+
+			snprintf(what, sizeof(what), "cuBLASLt shape %u of %u", m, n);
+			gemm_lt_check(g, NULL, &op, x, w, NULL, got, want, what);
+		} else {
+			KTAP_ASSERT_EQ(haccel__gemm_lt(g, NULL, &op), 0);
+		}
+	}
+	op.M = 1;
+	gemm_lt_check(g, NULL, &op, x, w, NULL, got, want, "cuBLASLt shape 1 again (evicted)");
+	op.M = n;
+	gemm_lt_check(g, NULL, &op, x, w, NULL, got, want, "cuBLASLt last shape again");
+	free(x), free(w), free(got), free(want), free(xb), free(wb);
+	gpu_close();
+}
+
+/*
+ * Two threads, each on its own stream, running the same cuBLASLt shape
+ * with its own bias and output, accumulating 200 times: each output must
+ * be 200 (x W^T + its bias), exactly (small integers), so not one call may
+ * have taken the other thread's bias pointer.
+ */
+struct bias_job {
+	struct haccel__gpu *g;
+	void *stream;
+	struct haccel__gemm op;
+	int ret;
+};
+
+#define BIAS_ROUNDS 200
+
+static void *bias_worker(void *arg)
+{
+	struct bias_job *j = arg;
+
+	for (int i = 0; i < BIAS_ROUNDS && !j->ret; i++)
+		j->ret = haccel__gemm_lt(j->g, j->stream, &j->op);
+	return NULL;
+}
+
+static void test_gemm_bias_threads(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	const uint32_t M = 32, N = 64, K = 64;
+	float *x = int_vals((size_t)M * K, -1, 1), *w = int_vals((size_t)N * K, -1, 1);
+	float *got = malloc((size_t)M * N * 4), *want = malloc((size_t)M * N * 4);
+	uint16_t *xb = to_bf16(x, (size_t)M * K), *wb = to_bf16(w, (size_t)N * K);
+	haccel__dptr dx = gpu_up(xb, (size_t)M * K * 2), dw = gpu_up(wb, (size_t)N * K * 2);
+	float bias[2][64];
+	struct bias_job job[2];
+	pthread_t th[2];
+
+	KTAP_ASSERT(got && want);
+	for (int t = 0; t < 2; t++) {
+		for (uint32_t i = 0; i < N; i++)
+			bias[t][i] = t ? -1000.0f - (float)i : 1000.0f + (float)i;
+		job[t] = (struct bias_job){ .g = g };
+		KTAP_ASSERT_EQ(g->cu->StreamCreate(&job[t].stream, HACCEL__CU_STREAM_NON_BLOCKING), 0);
+		job[t].op = (struct haccel__gemm){
+			.M = M, .N = N, .K = K, .A = dx, .B = dw, .C = gpu_alloc((size_t)M * N * 4),
+			.bias = gpu_up(bias[t], N * 4), .lda = K, .ldb = K, .ldc = N, .batch = 1,
+			.trans_b = 1, .accumulate = 1,
+		};
+		KTAP_ASSERT_EQ(g->cu->MemsetD8Async(job[t].op.C, 0, (size_t)M * N * 4,
+						    job[t].stream), 0);
+		KTAP_ASSERT_EQ(g->cu->StreamSynchronize(job[t].stream), 0);
+	}
+	for (int t = 0; t < 2; t++)
+		KTAP_ASSERT_EQ(pthread_create(&th[t], NULL, bias_worker, &job[t]), 0);
+	for (int t = 0; t < 2; t++)
+		pthread_join(th[t], NULL);
+	for (int t = 0; t < 2; t++) {
+		KTAP_ASSERT_EQ(job[t].ret, 0);
+		KTAP_ASSERT_EQ(g->cu->StreamSynchronize(job[t].stream), 0);
+		gpu_down(got, job[t].op.C, (size_t)M * N * 4);
+		haccel__cpu_matmul(want, x, w, bias[t], M, N, K);
+		for (size_t i = 0; i < (size_t)M * N; i++)
+			want[i] *= BIAS_ROUNDS;
+		KTAP_EXPECT(gpu_close_enough(t ? "thread 1 (bias -1000 - n)" :
+						 "thread 0 (bias 1000 + n)",
+					     got, want, (size_t)M * N, 0.0, 0.0));
+		g->cu->StreamDestroy(job[t].stream);
+	}
+	free(x), free(w), free(got), free(want), free(xb), free(wb);
+	gpu_close();
+}
+
 static const struct ktap_case cases[] = {
 	KTAP_CASE(test_linear),
 	KTAP_CASE(test_gemm_batched),
 	KTAP_CASE(test_gemm_few),
 	KTAP_CASE(test_gemm_group),
+	KTAP_CASE(test_gemm_shape_cache),
+	KTAP_CASE(test_gemm_bias_threads),
 	KTAP_CASE(test_norms),
 	KTAP_CASE(test_embed_swiglu),
 	KTAP_CASE(test_bf16),

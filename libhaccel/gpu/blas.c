@@ -39,13 +39,16 @@ struct lt_heuristic {             /* cublasLtMatmulHeuristicResult_t */
 
 #define WORKSPACE_BYTES (32u << 20)
 /* A decode bucket uses about 22 shapes (batched, accumulating and plain
- * GEMMs), and so does each prefill chunk of a length not seen before. */
-#define MAX_SHAPES 4096
+ * GEMMs), and so does each prefill chunk of a length not seen before: a
+ * server's prompts keep adding them, so past MAX_SHAPES the least
+ * recently used one makes room. */
+#define MAX_SHAPES HACCEL__GEMM_MAX_SHAPES
 
 struct shape {
 	struct haccel__gemm key;  /* pointers zeroed */
 	void *desc, *la, *lb, *lc;
 	uint64_t algo[8];
+	uint64_t used;            /* the blas tick of its last call */
 };
 
 struct haccel__blas {
@@ -81,6 +84,8 @@ struct haccel__blas {
 		      const void *algo, uint64_t ws, size_t ws_bytes, void *stream);
 	struct shape *shapes;
 	uint32_t n_shapes;
+	uint64_t tick;            /* calls so far, for the least recently used */
+	uint64_t evicted;         /* shapes dropped to make room */
 };
 
 static const char *const lib_names[] = {
@@ -146,6 +151,21 @@ static int blas_load(struct haccel__gpu *g)
 	return ret;
 }
 
+/* Destroy what a shape holds (what shape_make made of it, if it failed
+ * half way). */
+static void shape_drop(struct haccel__blas *b, struct shape *s)
+{
+	if (s->la)
+		b->LayoutDestroy(s->la);
+	if (s->lb)
+		b->LayoutDestroy(s->lb);
+	if (s->lc)
+		b->LayoutDestroy(s->lc);
+	if (s->desc)
+		b->DescDestroy(s->desc);
+	memset(s, 0, sizeof(*s));
+}
+
 void haccel__blas_release_stream(struct haccel__gpu *g, void *stream)
 {
 	struct haccel__blas *b = g->blas;
@@ -165,14 +185,8 @@ void haccel__blas_fini(struct haccel__gpu *g)
 
 	if (!b)
 		return;
-	for (uint32_t i = 0; i < b->n_shapes; i++) {
-		struct shape *s = &b->shapes[i];
-
-		b->LayoutDestroy(s->la);
-		b->LayoutDestroy(s->lb);
-		b->LayoutDestroy(s->lc);
-		b->DescDestroy(s->desc);
-	}
+	for (uint32_t i = 0; i < b->n_shapes; i++)
+		shape_drop(b, &b->shapes[i]);
 	if (b->pref)
 		b->PrefDestroy(b->pref);
 	if (b->handle)
@@ -425,6 +439,8 @@ int haccel__gemm_lt(struct haccel__gpu *g, void *stream, const struct haccel__ge
 	if (!g->blas && (ret = blas_load(g)) != 0)
 		return ret;
 	b = g->blas;
+	/* Held through the call: the shape's descriptor takes this call's
+	 * bias pointer, and eviction may destroy a shape's descriptors. */
 	pthread_mutex_lock(&b->lock);
 	for (uint32_t i = 0; !ret && i < b->n_shapes; i++)
 		if (same_shape(&b->shapes[i].key, op)) {
@@ -432,11 +448,31 @@ int haccel__gemm_lt(struct haccel__gpu *g, void *stream, const struct haccel__ge
 			break;
 		}
 	if (!ret && !s) {
-		if (b->n_shapes == MAX_SHAPES)
-			ret = haccel__fail(g->ctx, -ENOSPC, "cublasLt: more than %d GEMM shapes", MAX_SHAPES);
-		else if (!(ret = shape_make(g, op, &b->shapes[b->n_shapes])))
+		uint32_t slot = b->n_shapes;
+
+		if (slot == MAX_SHAPES) {
+			slot = 0;
+			for (uint32_t i = 1; i < b->n_shapes; i++)
+				if (b->shapes[i].used < b->shapes[slot].used)
+					slot = i;
+			shape_drop(b, &b->shapes[slot]);
+			if (!b->evicted++)
+				haccel__info(g->ctx,
+					     "cublasLt: %d GEMM shapes cached: the least recently used make room from now on",
+					     MAX_SHAPES);
+			/* The table stays dense: the last shape fills the hole
+			 * until the new one takes it. */
+			b->shapes[slot] = b->shapes[--b->n_shapes];
+			slot = b->n_shapes;
+		}
+		ret = shape_make(g, op, &b->shapes[slot]);
+		if (ret)
+			shape_drop(b, &b->shapes[slot]);
+		else
 			s = &b->shapes[b->n_shapes++];
 	}
+	if (s)
+		s->used = ++b->tick;
 	for (uint32_t i = 0; !ret && i < b->n_lanes; i++)
 		if (b->lanes[i].stream == stream)
 			ws = b->lanes[i].ws;
@@ -454,9 +490,10 @@ int haccel__gemm_lt(struct haccel__gpu *g, void *stream, const struct haccel__ge
 			b->lanes[b->n_lanes++].ws = ws;
 		}
 	}
-	pthread_mutex_unlock(&b->lock);
-	if (ret)
+	if (ret) {
+		pthread_mutex_unlock(&b->lock);
 		return ret;
+	}
 	if (op->bias) {
 		uint64_t p = op->bias;
 		b->DescSet(s->desc, LT_DESC_BIAS_POINTER, &p, sizeof(p));
@@ -464,6 +501,7 @@ int haccel__gemm_lt(struct haccel__gpu *g, void *stream, const struct haccel__ge
 	st = b->Matmul(b->handle, s->desc, &one, op->B, s->la, op->A, s->lb,
 		       op->accumulate ? &one : &zero, op->C, s->lc, op->C, s->lc, s->algo, ws,
 		       WORKSPACE_BYTES, stream);
+	pthread_mutex_unlock(&b->lock);
 	return st ? lt_fail(g, st, "cublasLtMatmul") : 0;
 }
 

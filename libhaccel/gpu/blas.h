@@ -40,8 +40,14 @@ struct haccel__gemm {
  * for), -ENOTSUP (no algorithm for the shape), -EIO. */
 int haccel__gemm_run(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op);
 
-/* The same GEMM by cuBLASLt, whatever the shape. */
+/* The same GEMM by cuBLASLt, whatever the shape. Callable from several
+ * threads on their own streams. Its algorithm for each shape (sizes,
+ * strides, batch, bias or not, accumulating or not) is chosen once and
+ * cached, HACCEL__GEMM_MAX_SHAPES of them, the least recently used
+ * making room for a new one. */
 int haccel__gemm_lt(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op);
+
+#define HACCEL__GEMM_MAX_SHAPES 1024
 
 /*
  * The same GEMM by haccel's kernel for few rows (kernels/gemm.cu), which
