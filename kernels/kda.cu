@@ -41,7 +41,7 @@
  *           The products run on the tensor cores split (each fp32
  *           operand into a tf32 high part and a remainder: hi hi on
  *           .tf32, the two cross terms on one .bf16 instruction; see
- *           kda_split), within 2^-18 of fp32 products. K = 128
+ *           kda_split), within 1.2 2^-17 of fp32 products. K = 128
  *           (and V = 128 in pass 1) has its own instances, strides
  *           constant.
  *
@@ -468,14 +468,15 @@ __host__ __device__ __forceinline__ size_t kda_chunk_floats(uint32_t K, uint32_t
 
 /*
  * Products on the tensor cores to about fp32 accuracy, in two mma.sync a
- * k-step of 8: each fp32 operand x is split into hi = tf32(x) (rounded to
- * nearest) and lo = x - hi (exact, |lo| <= 2^-11 |x|). big += hi hi on
- * m16n8k8 .tf32; small += x lo' + lo x' on one m16n8k16 .bf16, whose 16
- * k-slots hold the 8 k's in pairs: A's pair (bf16(x), bf16(lo)), B's
- * (bf16(lo), bf16(x)). The cross terms are 2^-11 of the product, so bf16's
- * 2^-9 on their factors puts them within 2^-19 of it each; lo lo (2^-22)
- * is left out. Two shorter dependency chains, summed at the end; a third
- * fewer tensor-core cycles than 3xTF32 (hi hi, hi lo, lo hi on .tf32).
+ * k-step of 8: each fp32 operand x is split into hi = tf32(x) (cut) and
+ * lo = x - hi (exact, |lo| < 2^-10 |x|). big += hi hi on m16n8k8 .tf32;
+ * small += x lo' + lo x' on one m16n8k16 .bf16, whose 16 k-slots hold the
+ * 8 k's in pairs: A's pair (bf16(x), bf16(lo)), B's (bf16(lo), bf16(x)).
+ * The cross terms are 2^-10 of the product, so bf16's 2^-9 on their
+ * factors puts them within 2^-18 of it each; lo lo (2^-20) is left out:
+ * within 1.2 2^-17 of the product. Two shorter dependency chains, summed
+ * at the end; a third fewer tensor-core cycles than 3xTF32 (hi hi, hi
+ * lo, lo hi on .tf32).
  *
  * Fragments (PTX ISA, mma m16n8k8 .tf32), lane = 4 g + t: A (16 x 8) a0
  * (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4); B (8 x 8) b0
@@ -496,15 +497,14 @@ __device__ __forceinline__ uint32_t kda_bf2(float even, float odd)
 	return r;
 }
 
-/* hi rounds to nearest (ties away from zero) by adding half a tf32 ulp
- * to the bits: two integer instructions where cvt.rna.tf32 takes five
- * (it also handles infinities and NaNs, which finite sums never are).
- * The A operand's pair is (x, lo), the B operand's (lo, x). */
+/* hi is x cut to tf32 (its low 13 bits cleared: one instruction, where
+ * rounding to nearest takes two and cvt.rna.tf32 five), so |lo| < 2^-10
+ * |x|. The A operand's pair is (x, lo), the B operand's (lo, x). */
 __device__ __forceinline__ kda_tf32 kda_split(float x)
 {
 	kda_tf32 r;
 
-	r.hi = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+	r.hi = __float_as_uint(x) & 0xffffe000u;
 	r.pk = kda_bf2(x, x - __uint_as_float(r.hi));
 	return r;
 }
@@ -513,7 +513,7 @@ __device__ __forceinline__ kda_tf32 kda_split_b(float x)
 {
 	kda_tf32 r;
 
-	r.hi = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+	r.hi = __float_as_uint(x) & 0xffffe000u;
 	r.pk = kda_bf2(x - __uint_as_float(r.hi), x);
 	return r;
 }
