@@ -1362,8 +1362,9 @@ __device__ __forceinline__ void kda_store_split(float *p, uint32_t r, uint32_t c
  *                   plus Q U
  *   (d)             row tile w of S (its C fragments stay in the warp's
  *                   registers), all 4 column tiles; then S split to S2
- * Copies: the next chunk's W, QG, U' during (c) and (d); its Q and EL
- * during (d); KL during (a) and (c).
+ * (c) and (d) run with no barrier between them, so that their chains
+ * interleave. Copies: the next chunk's W, QG, U' during (c) and (d); its
+ * Q, EL and KL during its (a).
  */
 template <uint32_t KT>
 __device__ __forceinline__ void kda_chunk_state2(float *o, uint32_t H, uint32_t Kr, uint32_t V,
@@ -1468,9 +1469,13 @@ __device__ __forceinline__ void kda_chunk_state2(float *o, uint32_t H, uint32_t 
 				      vl, KDA_C);
 		}
 		__pipeline_commit();
+		/* KL (and Q, EL) are in. */
+		__pipeline_wait_prior(1);
+		__syncthreads();
 
-		/* (c) o = QG S + Q U; Q is lower triangular: row tile m needs
-		 * the rows of U below 16 (m + 1). */
+		/* (c) o = QG S + Q U, and (d), with no barrier between: their
+		 * independent chains of products interleave. Q is lower
+		 * triangular: row tile m needs the rows of U below 16 (m + 1). */
 #pragma unroll
 		for (int i = 0; i < 2; i++) {
 			const uint32_t m = mt[i], r = 16 * m + g, col = 8 * nt + 2 * t;
@@ -1493,16 +1498,6 @@ __device__ __forceinline__ void kda_chunk_state2(float *o, uint32_t H, uint32_t 
 						make_float2(big[2] + small[2], big[3] + small[3]);
 			}
 		}
-		/* KL is in; Q and QG S are done with. */
-		__pipeline_wait_prior(1);
-		__syncthreads();
-		if (more) {
-			kda_copy_tile(Qs, KDA_Q2, nx + KDA_OFF_Q(K, V), KDA_C, KDA_C, KDA_C, KDA_C,
-				      KDA_C);
-			kda_copy_tile(ELn, K, nx + KDA_OFF_EL(K), K, 1, K, K, 1);
-		}
-		__pipeline_commit();
-
 		/* (d) S = EL * S + KL^T U on the warp's row tile, then to S2. */
 		if (own) {
 			const uint32_t r = 16 * warp + g;
@@ -1530,9 +1525,13 @@ __device__ __forceinline__ void kda_chunk_state2(float *o, uint32_t H, uint32_t 
 		}
 		__syncthreads();
 
-		/* KL is done with: the next chunk's takes its slot. */
-		if (more)
+		/* Q, EL and KL are done with: the next chunk's take their room. */
+		if (more) {
+			kda_copy_tile(Qs, KDA_Q2, nx + KDA_OFF_Q(K, V), KDA_C, KDA_C, KDA_C, KDA_C,
+				      KDA_C);
+			kda_copy_tile(ELn, K, nx + KDA_OFF_EL(K), K, 1, K, K, 1);
 			kda_copy_tile(XK, LP, nx + KDA_OFF_KL(K), K, KDA_C, K, K, KDA_C);
+		}
 		__pipeline_commit();
 		in = nx;
 	}
