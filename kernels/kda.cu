@@ -1422,7 +1422,7 @@ __device__ __forceinline__ void kda_chunk_state2(float *o, uint32_t H, uint32_t 
 		const float *nx = in + (size_t)H * per; /* the next chunk's slot */
 		float *EL = EL0 + b * K, *ELn = EL0 + (b ^ 1) * K;
 
-		/* W, QG, U', Q, EL (and S2) are in; KL may be on its way. */
+		/* W, QG, U' (and S2) are in; Q, EL and KL may be on their way. */
 		__pipeline_wait_prior(1);
 		__syncthreads();
 
@@ -1459,9 +1459,11 @@ __device__ __forceinline__ void kda_chunk_state2(float *o, uint32_t H, uint32_t 
 				}
 			}
 		}
+		/* This chunk's Q, EL and KL (copied since the last chunk's (d))
+		 * are in; W, QG, U' are done with: the next chunk's take their
+		 * room. */
+		__pipeline_wait_prior(0);
 		__syncthreads();
-
-		/* W, QG, U' are done with: the next chunk's take their room. */
 		if (more) {
 			kda_copy_tile(XW, WP, nx, K, KDA_C, K, K, KDA_C);
 			kda_copy_tile(XQ, WP, nx + KDA_OFF_QG(K), K, KDA_C, K, K, KDA_C);
@@ -1469,9 +1471,6 @@ __device__ __forceinline__ void kda_chunk_state2(float *o, uint32_t H, uint32_t 
 				      vl, KDA_C);
 		}
 		__pipeline_commit();
-		/* KL (and Q, EL) are in. */
-		__pipeline_wait_prior(1);
-		__syncthreads();
 
 		/* (c) o = QG S + Q U, and (d), with no barrier between: their
 		 * independent chains of products interleave. Q is lower
