@@ -500,22 +500,21 @@ __device__ __forceinline__ uint32_t kda_bf2(float even, float odd)
 /* hi is x cut to tf32 (its low 13 bits cleared: one instruction, where
  * rounding to nearest takes two and cvt.rna.tf32 five), so |lo| < 2^-10
  * |x|. The A operand's pair is (x, lo), the B operand's (lo, x). */
+template <bool B_SIDE = false>
 __device__ __forceinline__ kda_tf32 kda_split(float x)
 {
 	kda_tf32 r;
+	float lo;
 
 	r.hi = __float_as_uint(x) & 0xffffe000u;
-	r.pk = kda_bf2(x, x - __uint_as_float(r.hi));
+	lo = x - __uint_as_float(r.hi);
+	r.pk = B_SIDE ? kda_bf2(lo, x) : kda_bf2(x, lo);
 	return r;
 }
 
 __device__ __forceinline__ kda_tf32 kda_split_b(float x)
 {
-	kda_tf32 r;
-
-	r.hi = __float_as_uint(x) & 0xffffe000u;
-	r.pk = kda_bf2(x - __uint_as_float(r.hi), x);
-	return r;
+	return kda_split<true>(x);
 }
 
 __device__ __forceinline__ void kda_mma(float d[4], uint32_t a0, uint32_t a1, uint32_t a2,
