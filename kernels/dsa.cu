@@ -209,6 +209,108 @@ __device__ __forceinline__ void dsa_ldsm4t(uint32_t *r, const void *p)
 		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(dsa_saddr(p)));
 }
 
+/*
+ * Warpgroup MMA (sm_90a). The descriptor of a shared-memory operand in the
+ * 128-byte swizzle (16-byte chunk c of row r at c ^ (r & 7); atoms of 8
+ * rows of 128 bytes, 1024-byte aligned): lbo and sbo in bytes.
+ */
+__device__ __forceinline__ uint64_t dsa_wg_desc(const void *p, uint32_t lbo, uint32_t sbo)
+{
+	return (uint64_t)((dsa_saddr(p) & 0x3ffff) >> 4) | (uint64_t)(lbo >> 4) << 16 |
+	       (uint64_t)(sbo >> 4) << 32 | 1ull << 62;
+}
+
+__device__ __forceinline__ void dsa_wg_fence(void)
+{
+	asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void dsa_wg_commit(void)
+{
+	asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+template <int N> __device__ __forceinline__ void dsa_wg_wait(void)
+{
+	asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+/* Accumulators d: read only after the wait that completes them, written
+ * only before the fence that starts the MMAs. */
+template <int N> __device__ __forceinline__ void dsa_wg_hold(float *d)
+{
+#pragma unroll
+	for (int i = 0; i < N; i++)
+		asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* A fragments a: computed before the fence that starts their MMAs. */
+template <int N> __device__ __forceinline__ void dsa_wg_hold_a(uint32_t (*a)[4])
+{
+#pragma unroll
+	for (int i = 0; i < N; i++)
+		asm volatile("" : "+r"(a[i][0]), "+r"(a[i][1]), "+r"(a[i][2]), "+r"(a[i][3])::"memory");
+}
+
+/* Shared-memory stores of this thread visible to the MMA's reads. */
+__device__ __forceinline__ void dsa_fence_async(void)
+{
+	asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+#define DSA_WG_D8(d)                                                                        \
+	"+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
+		"+f"(d[7])
+
+#define DSA_WG_A4(a) "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3])
+
+/* d (64 x 32, fp32) += A B, fp16: A 64 x 16 in registers (the fragment
+ * of mma.m16n8k16's A, a warp 16 rows), B 16 x 32 K-major in shared
+ * memory. */
+__device__ __forceinline__ void dsa_wg_n32r(float *d, const uint32_t *a, uint64_t b)
+{
+	asm volatile("wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+		     "{%16,%17,%18,%19}, %20, 1, 1, 1, 0;\n"
+		     : DSA_WG_D8(d), DSA_WG_D8((d + 8)) : DSA_WG_A4(a), "l"(b));
+}
+
+/* The same, 64 x 16 (N = 16). */
+__device__ __forceinline__ void dsa_wg_n16r(float *d, const uint32_t *a, uint64_t b)
+{
+	asm volatile("wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+		     "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, 1, 1, 1, 0;\n"
+		     : DSA_WG_D8(d) : DSA_WG_A4(a), "l"(b));
+}
+
+/* d (64 x 32, fp32) += A B, bf16: A 64 x 16 and B 16 x 32, both K-major
+ * in shared memory. */
+__device__ __forceinline__ void dsa_wg_n32_bf16(float *d, uint64_t a, uint64_t b)
+{
+	asm volatile("wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+		     "%16, %17, 1, 1, 1, 0, 0;\n"
+		     : DSA_WG_D8(d), DSA_WG_D8((d + 8)) : "l"(a), "l"(b));
+}
+
+/* 2^x (ex2.approx: relative error about 2^-22; 2^-inf = 0, NaN stays). */
+__device__ __forceinline__ float dsa_ex2(float x)
+{
+	float r;
+
+	asm("ex2.approx.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+	return r;
+}
+
+/* Bytes (b0, b1, b2, b3) of v to (b0, b2, b1, b3). */
+__device__ __forceinline__ uint32_t dsa_prmt3120(uint32_t v)
+{
+	uint32_t r;
+
+	asm("prmt.b32 %0, %1, 0, 0x3120;\n" : "=r"(r) : "r"(v));
+	return r;
+}
+
 /* end of PTX wrappers */
 
 /* ------------------------------------------------------------------------ */
@@ -1119,10 +1221,23 @@ haccel_dsa_ix_topk(int32_t *sel, uint32_t *n_sel, const uint32_t *keys, uint32_t
 #define DSA_MLA_SROW 72         /* floats a row of S (padded: fewer bank conflicts) */
 
 /* The exponent of a tile scale as the writers store it (2^e, e in
- * [-127, 127]; 2^-127 is the subnormal 0x00400000). */
+ * [-127, 127]; 2^-127 is the subnormal 0x00400000, whose exponent field
+ * is 0 as that of a zero, -127 both). */
 __device__ __forceinline__ int dsa_scale_bits_exp(uint32_t bits)
 {
-	return bits & 0x7f800000u ? (int)((bits >> 23) & 0xff) - 127 : -127;
+	return (int)((bits >> 23) & 0xff) - 127;
+}
+
+/* fp16 2^e0 (low half) and 2^e1 (high half), e <= 15: exact, 0 below
+ * 2^-24 (the fp32 powers of two round to fp16 exactly or to 0). */
+__device__ __forceinline__ uint32_t dsa_h2pow2x2(int e0, int e1)
+{
+	float f0 = hac_u2f((uint32_t)(dsa_maxi(e0, -126) + 127) << 23);
+	float f1 = hac_u2f((uint32_t)(dsa_maxi(e1, -126) + 127) << 23);
+	uint32_t r;
+
+	asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(f1), "f"(f0));
+	return r;
 }
 
 /* Swizzled 16-byte chunk of a row: rows of a tile 8 apart no longer share
@@ -1182,7 +1297,21 @@ __device__ __forceinline__ void dsa_mla_qload(float (*v)[18], const float *q_lat
 	}
 }
 
-template <int R>
+/*
+ * The k-slot of latent dim d in haccel_dsa_mla_h16's products: dims
+ * [64 b + 16 c + 4 s, +4) (one 4-byte word of a lane's 16-byte load of a
+ * record's codes) are k-slots 2 c, 2 c + 1, 2 c + 8, 2 c + 9 of k-step s of
+ * block b, where mma's A fragment wants them; the queries are stored in
+ * the same order.
+ */
+__device__ __forceinline__ uint32_t dsa_m16_kslot(uint32_t d)
+{
+	uint32_t c = (d >> 4) & 3, s = (d >> 2) & 3, x = d & 3;
+
+	return (d & ~63u) + 16 * s + 2 * c + (x & 1) + 8 * (x >> 1);
+}
+
+template <int R, bool WG = false>
 __device__ __forceinline__ void dsa_mla_qstore(uint8_t *qh, uint8_t *qpe, int *kq, float *m_run,
 					       float *l_run, const float (*v)[18], uint32_t HG)
 {
@@ -1202,11 +1331,16 @@ __device__ __forceinline__ void dsa_mla_qstore(uint8_t *qh, uint8_t *qpe, int *k
 		int e = ab ? 15 - ((int)(ab >> 23) - 126) : 0;
 		e = e > 126 ? 126 : e < -126 ? -126 : e;
 		float f = hac_pow2f(e);
-		uint16_t *qhi = (uint16_t *)(qh + r * 1024);
-		uint16_t *qlo = (uint16_t *)(qh + (HG + r) * 1024);
+		/* row n, dim d at n rb + (d / 64) bb + element kv % 64 of the
+		 * row of 64 (swizzled 16-byte chunks), kv = d, or with WG (the
+		 * wgmma operand, [8][2 HG][128 bytes]) kv = dsa_m16_kslot(d) */
+		uint32_t rb = WG ? 128 : 1024, bb = WG ? 2 * HG * 128 : 128;
+		uint16_t *qhi = (uint16_t *)(qh + r * rb);
+		uint16_t *qlo = (uint16_t *)(qh + (HG + r) * rb);
 #pragma unroll
 		for (int k = 0; k < 16; k++) {
-			uint32_t d = 32 * k + lane, o = (dsa_swz(r, d >> 3) >> 1) + (d & 7);
+			uint32_t d = 32 * k + lane, kv = WG ? dsa_m16_kslot(d) : d;
+			uint32_t o = ((d >> 6) * bb + dsa_swz(r, (kv >> 3) & 7)) / 2 + (kv & 7);
 			float x = v[i][k] * f;
 			uint16_t hi = dsa_f2h(x);
 
@@ -1662,74 +1796,176 @@ __device__ __forceinline__ void dsa_mla(float *o_lat, float *part, const float *
 }
 
 #define DSA_M16_WARPS (DSA_MLA_THREADS / 32)
+#define DSA_M16_NST 3           /* tile buffers */
+#define DSA_M16_SROW 68         /* floats a row of S (no bank conflicts in its stores) */
+
+/* The position of 16-byte chunk ch in record j's row of codes: both 8
+ * consecutive records' chunk ch (ldmatrix) and records j, j + 1 (j even)
+ * chunks 4 a .. 4 a + 3 (16-byte loads) meet 8 distinct bank groups. */
+__device__ __forceinline__ uint32_t dsa_m16_cpos(uint32_t j, uint32_t ch)
+{
+	return ch ^ ((j & 1) << 2 | (j >> 1 & 3));
+}
 
 /*
- * Start copying whole records [j0, j0 + 64) of the split into dst, rec
- * bytes a record (records >= nrec zero-filled): a warp a record (8 warps,
- * 8 records each), a lane its 16-byte pieces lane and lane + 32 (a record
- * has 33 to 41). (Bulk copies by the copy engine, a record each, measured
- * slower on an H200: 0.048 vs 0.040 ms at batch 32.)
+ * Start copying records [j0, j0 + 64) of the split (records >= nrec
+ * zero-filled), rec bytes a record, into one tile's buffers: the latent
+ * codes to codes[64][512] (chunks at dsa_m16_cpos), the 4 tile scales to
+ * scl[64][16 bytes], the rope to rope[64][128 bytes] as a wgmma operand
+ * (128-byte swizzle). A warp a record (8 warps, 8 records each), a lane
+ * its 16-byte pieces lane and lane + 32 (a record has 33 to 41). (Bulk
+ * copies by the copy engine, a record each, measured slower on an H200:
+ * 0.048 vs 0.040 ms at batch 32.)
  */
-__device__ __forceinline__ void dsa_m16_issue(uint8_t *dst, const uint32_t *slots, uint32_t j0,
-					      uint32_t nrec, const uint8_t *region, uint32_t rec)
+__device__ __forceinline__ void dsa_m16_issue(uint8_t *codes, uint8_t *scl, uint8_t *rope,
+					      const uint32_t *slots, uint32_t j0, uint32_t nrec,
+					      const uint8_t *region, uint32_t rec)
 {
 	const uint32_t NR = DSA_MLA_L / DSA_M16_WARPS;
-	uint32_t lane = threadIdx.x & 31, nch = rec / 16, sl[NR];
+	uint32_t lane = threadIdx.x & 31, w = threadIdx.x >> 5, nch = rec / 16, sl[NR];
+	/* Records w + 8 i: j % 8 = w, so the swizzles are the same for all. */
+	uint8_t *d0 = codes + 16 * dsa_m16_cpos(w, lane);
+	uint8_t *d1 = lane ? rope + dsa_swz(w, lane - 1) : scl;
+	uint32_t st1 = lane ? 128 : 16;
 
 	/* The slots first: the copies' "memory" clobbers would otherwise
 	 * keep each slot's load behind the previous record's copies. */
 #pragma unroll
 	for (uint32_t i = 0; i < NR; i++) {
-		uint32_t j = (threadIdx.x >> 5) + DSA_M16_WARPS * i;
+		uint32_t j = w + DSA_M16_WARPS * i;
 
 		sl[i] = j0 + j < nrec ? slots[j0 + j] : 0;
 	}
 #pragma unroll
 	for (uint32_t i = 0; i < NR; i++) {
-		uint32_t j = (threadIdx.x >> 5) + DSA_M16_WARPS * i;
+		uint32_t j = w + DSA_M16_WARPS * i;
 		bool ok = j0 + j < nrec;
-		const uint8_t *src = region + (ok ? (size_t)sl[i] * rec : 0);
-		uint32_t n = ok ? 16 : 0, o0 = 16 * lane, o1 = 16 * (lane + 32);
+		const uint8_t *src = region + (ok ? (size_t)sl[i] * rec + 16 * lane : 0);
+		uint32_t n = ok ? 16 : 0;
 
-		dsa_cp16(dst + j * rec + o0, src + (ok ? o0 : 0), n);
+		dsa_cp16(d0 + j * 512, src, n);
 		if (lane + 32 < nch)
-			dsa_cp16(dst + j * rec + o1, src + (ok ? o1 : 0), n);
+			dsa_cp16(d1 + j * st1, src + (ok ? 512 : 0), n);
 	}
 }
 
 /*
- * Sparse MLA for a group of 16 heads: block (split, token), 8 warps, one
- * block an SM, many tiles a split (ops_dsa.c, mla_splits). Whole records
- * are copied two tiles ahead of the one computed (raw: three buffers), the
- * copy of tile it + 2 starting as tile it starts, so a tile's copies have
- * two tile periods to land. The latent codes go to
- * fp16 unscaled (exact); a record's tile scales are applied where they are
- * constant: to its scores, and to its probabilities for O.
+ * Step (3) of a tile (haccel_dsa_mla_h16), two head rows a warp (rows warp
+ * and warp + 8), records 2 lane and 2 lane + 1: the logits (the sum of the
+ * two warpgroups' partial rows of S), the running max m and sum l, alpha,
+ * and P in fp16 (l sums the rounded values) times fac_tau = 2^(15 + e_j,tau
+ * - Enew_tau) for each latent tile tau, the MMA's B for O: P[tau][row]
+ * [128 bytes], swizzled. fac_tau is a power of two, 2^15 at most (P <= 1),
+ * so the products are exact unless they fall below the fp16 normals.
+ */
+__device__ __forceinline__ void dsa_m16_softmax(uint8_t *P, float *m_run, float *l_run,
+						float *alpha, const float *S, const uint8_t *scl,
+						const int *enew, uint32_t nh)
+{
+	const uint32_t HG = 16;
+	uint32_t lane = threadIdx.x & 31, w = threadIdx.x >> 5, j = 2 * lane;
+	bool v0 = j < nh, v1 = j + 1 < nh;
+	float s0[2], s1[2], mx[2], mo[2], ps[2];
+	uint32_t p01[2], f[4];
+
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		uint32_t r = w + 8 * i;
+		float2 a = *(const float2 *)(S + r * DSA_M16_SROW + j);
+		float2 b = *(const float2 *)(S + (HG + r) * DSA_M16_SROW + j);
+
+		s0[i] = v0 ? a.x + b.x : -INFINITY;
+		s1[i] = v1 ? a.y + b.y : -INFINITY;
+		/* fmaxf skips NaN scores, as the CPU's max does; the NaN
+		 * still reaches l and O through exp. */
+		mx[i] = fmaxf(s0[i], s1[i]);
+		mo[i] = m_run[r];
+	}
+	{
+		uint4 e0 = *(const uint4 *)(scl + j * 16), e1 = *(const uint4 *)(scl + j * 16 + 16);
+		uint32_t a0[4] = { e0.x, e0.y, e0.z, e0.w }, a1[4] = { e1.x, e1.y, e1.z, e1.w };
+
+#pragma unroll
+		for (int tau = 0; tau < 4; tau++) {
+			int x0 = v0 ? dsa_scale_bits_exp(a0[tau]) : -1000;
+			int x1 = v1 ? dsa_scale_bits_exp(a1[tau]) : -1000;
+
+			f[tau] = dsa_h2pow2x2(15 + x0 - enew[tau], 15 + x1 - enew[tau]);
+		}
+	}
+#pragma unroll
+	for (int o = 16; o; o >>= 1)
+#pragma unroll
+		for (int i = 0; i < 2; i++)
+			mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], o));
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		mx[i] = fmaxf(mo[i], mx[i]);
+		uint16_t p0 = dsa_f2h(v0 ? dsa_ex2(s0[i] - mx[i]) : 0.0f);
+		uint16_t p1 = dsa_f2h(v1 ? dsa_ex2(s1[i] - mx[i]) : 0.0f);
+
+		ps[i] = dsa_h2f(p0) + dsa_h2f(p1);
+		p01[i] = p0 | (uint32_t)p1 << 16;
+	}
+#pragma unroll
+	for (int o = 16; o; o >>= 1)
+#pragma unroll
+		for (int i = 0; i < 2; i++)
+			ps[i] += __shfl_xor_sync(0xffffffffu, ps[i], o);
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		uint32_t r = w + 8 * i, o = r * 128 + dsa_swz(r, lane >> 2) + 4 * (lane & 3);
+
+#pragma unroll
+		for (int tau = 0; tau < 4; tau++)
+			*(uint32_t *)(P + tau * HG * 128 + o) = dsa_hmul2(p01[i], f[tau]);
+		if (lane == 0) {
+			float a = dsa_ex2(mo[i] - mx[i]);
+
+			alpha[r] = a;
+			l_run[r] = l_run[r] * a + ps[i];
+			m_run[r] = mx[i];
+		}
+	}
+}
+
+/*
+ * Sparse MLA for a group of 16 heads on the warpgroup MMA: block (split,
+ * token), two warpgroups, one block an SM, many tiles a split (ops_dsa.c,
+ * mla_splits). The products are transposed so that a tile's 64 records
+ * are the MMA's M: S^T = K Q^T (N = 32: the 16 heads' fp16 hi and lo query
+ * rows, K = 512 latent dims) and O^T += V^T P^T (M = 64 dims, N = 16
+ * heads, K = 64 records). Both take the latent straight from the copied
+ * E4M3 codes into registers as fp16 A fragments (exact), so the latent is
+ * read from shared memory once for each product and never stored in
+ * fp16: for S a lane's 16-byte load of a record's codes gives the
+ * fragments of 4 k-steps, its dims in the order of dsa_m16_kslot (the
+ * queries are stored in the same order); for O ldmatrix.trans of 8 records'
+ * 16 dims gives a lane 4 codes, two records by two dims, which one byte
+ * permute makes the fragments of two rows (dims 2 g, 2 g + 1 of the
+ * 16-dim block: O^T's rows are in that order). Records are copied two
+ * tiles ahead into three buffers. A record's tile scales are applied where
+ * they are constant: to its scores, and to its probabilities for O.
  *
  * Per tile:
- *  - (1) latent codes to fp16 vh (8 steps a thread, swizzled), and the
- *    largest scale exponent Enew_tau of each latent tile tau (thread (tau =
- *    tid / 64, record tid % 64)); then fac[tau][j] = 2^(15 + e_j,tau -
- *    Enew_tau) in fp16;
- *  - (2) S: warp (rg = w % 2: records [32 rg, +32), tau = w / 2: latent
- *    tile tau, k-steps [8 tau, +8)), A = the queries (fp16 hi + lo times
- *    2^kq) held in registers for the whole split (shared memory bandwidth
- *    bounds this kernel: they would be its largest reads), B = vh by
- *    ldmatrix.x4 (two n-tiles), hi and lo in separate accumulators; each
- *    sum times (scale_j,tau 2^-kq), plus the rope k-step tau (bf16 hi +
- *    lo, dr > 16 tau) as a partial row of S[tau];
- *  - (3) softmax, a warp per two head rows, over the sum of the 4
- *    partials: m, l (of the fp16-rounded probabilities), alpha, P in fp16;
- *  - (4) O = O alpha 2^(Eref - Enew) + (P fac_tau) vh: warp w takes dims
- *    [64 w, +64) of latent tile tau = w / 2; P times fac_tau is exact (a
- *    power of two, 2^15 at most: P <= 1) unless it falls below the fp16
- *    normals, and O carries 2^(Eref - 15), taken out at the end.
+ *  - (1) S: warpgroup w takes latent tiles 2 w and 2 w + 1 (one
+ *    accumulator each: their scales differ) and the rope's k-steps w and w
+ *    + 2 (bf16 hi + lo queries against the bf16 rope bytes, both from
+ *    shared memory); each sum times (scale_j,tau 2^-kq), hi + lo, into a
+ *    partial row of S[w], in base 2 (times log2 e: the softmax takes 2^x,
+ *    and m goes to the combine in base e); and the largest scale exponent
+ *    of each latent tile (Enew_tau, thread (tau = tid / 64, record tid %
+ *    64));
+ *  - (2) softmax (dsa_m16_softmax): P times fac_tau for each latent tile;
+ *  - (3) O = O alpha 2^(Eref - Enew) + V^T (P fac_tau)^T: warpgroup w
+ *    takes dims [256 w, +256) (latent tiles 2 w, 2 w + 1); O carries
+ *    2^(Eref - 15), taken out at the end.
  *
- * Shared memory (ops_dsa.c computes the same size): raw[3][64][rec],
- * vh[64][1024 bytes], S[4][16][72], P[16][128 bytes], the split's slots,
- * fac[4][64] (fp16), m/l/alpha/kq per head, 8 warp maxima. The queries
- * are staged, before the first tile, in the third raw buffer (q hi/lo,
- * [2][16][1024 bytes]) and in vh (q_pe hi/lo, [2][16][128 bytes]).
+ * Shared memory (1024-byte aligned; ops_dsa.c computes the same size):
+ * queries [8][32][128 bytes] (hi rows 0-15, lo 16-31, 2^kq times q_lat),
+ * q_pe [32][128 bytes] (bf16 hi, lo), P [4][16][128 bytes], rope [3][64]
+ * [128 bytes], codes [3][64][512], scales [3][64][16 bytes], S[2][16][68],
+ * m/l/alpha/kq per head, 8 warp maxima, the split's slots.
  */
 HACCEL_K void __launch_bounds__(DSA_MLA_THREADS, 1)
 haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q_pe, uint32_t H,
@@ -1739,217 +1975,284 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 		   uint32_t n_hg)
 {
 	HAC_PDL();
-	const uint32_t HG = 16;
+	const uint32_t HG = 16, NST = DSA_M16_NST;
 	uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+	uint32_t wg = warp >> 2, wq = warp & 3;
 	uint32_t hg = blockIdx.x % n_hg, split = blockIdx.x / n_hg % n_split;
 	uint32_t t = blockIdx.x / n_hg / n_split, h0 = hg * HG;
-	uint32_t rec = 528 + 2 * dr, tb = DSA_MLA_L * rec;
+	uint32_t rec = 528 + 2 * dr, nrope = dr / 16;
 	uint32_t n = dsa_minu(n_sel[t], topk), j0 = split * tps * DSA_MLA_L;
 	uint32_t nrec = j0 < n ? dsa_minu(n - j0, tps * DSA_MLA_L) : 0;
 	uint32_t ntile = (nrec + DSA_MLA_L - 1) / DSA_MLA_L;
 	const uint32_t *bt = block_tables + (size_t)bt_row[t] * bt_stride;
 
-	uint8_t *raw = dsa_smem;                        /* [3][64][rec] */
-	uint8_t *vh = raw + 3 * tb;
-	uint8_t *qh = raw + 2 * tb;                     /* [hi, lo][16][1024 bytes] */
-	uint8_t *qpe = vh;                              /* [hi, lo][16][128 bytes] */
-	float *S = (float *)(vh + DSA_MLA_L * 1024);    /* [4][16][72] */
-	uint8_t *P = (uint8_t *)(S + 4 * HG * DSA_MLA_SROW);
-	uint32_t *slots = (uint32_t *)(P + HG * 128);
-	uint16_t *fac = (uint16_t *)(slots + tps * DSA_MLA_L);   /* [4][64] */
-	float *m_run = (float *)(fac + 4 * DSA_MLA_L);
+	uint8_t *qb = dsa_smem + ((1024 - (dsa_saddr(dsa_smem) & 1023)) & 1023);
+	uint8_t *qpb = qb + 32768, *pb = qpb + 4096;
+	uint8_t *rope = pb + 8192;                      /* [3][64][128 bytes] */
+	uint8_t *codes = rope + NST * 8192;             /* [3][64][512] */
+	uint8_t *scl = codes + NST * 32768;             /* [3][64][16 bytes] */
+	float *Sw = (float *)(scl + NST * 1024);        /* [2][16][68] */
+	float *m_run = Sw + 2 * HG * DSA_M16_SROW;
 	float *l_run = m_run + HG, *alpha = l_run + HG;
 	int *kq = (int *)(alpha + HG);
 	int *emax_w = kq + HG;
+	uint32_t *slots = (uint32_t *)(emax_w + 8);
 
 	float qv[2][18];
 
 	dsa_mla_qload<2>(qv, q_lat, q_pe, t, H, h0, dr);
 	dsa_mla_slots(slots, sel + (size_t)t * topk + j0, bt, nrec, pt);
+	/* The rope buffers' dims past dr are never copied: zeros, once. */
+	if (dr < 64)
+		for (uint32_t i = tid; i < NST * 8192 / 16; i += DSA_MLA_THREADS)
+			*(uint4 *)(rope + 16 * i) = make_uint4(0, 0, 0, 0);
 	__syncthreads();
-	/* Two groups in flight from here on: tiles it and it + 1. */
-	if (ntile)
-		dsa_m16_issue(raw, slots, 0, nrec, region, rec);
-	dsa_cp_commit();
-	if (ntile > 1)
-		dsa_m16_issue(raw + tb, slots, DSA_MLA_L, nrec, region, rec);
-	dsa_cp_commit();
-
-	/* Queries, while the first tiles load; then this warp's A
-	 * fragments into registers (the staging is dead after the first
-	 * tile's barrier). */
-	dsa_mla_qstore<2>(qh, qpe, kq, m_run, l_run, qv, HG);
+	/* NST - 1 groups in flight from here on: tiles it .. it + NST - 2 */
+	for (uint32_t i = 0; i < NST - 1; i++) {
+		if (i < ntile)
+			dsa_m16_issue(codes + i * 32768, scl + i * 1024, rope + i * 8192, slots,
+				      i * DSA_MLA_L, nrec, region, rec);
+		dsa_cp_commit();
+	}
+	/* The queries, while the first tiles load. */
+	dsa_mla_qstore<2, true>(qb, qpb, kq, m_run, l_run, qv, HG);
+	dsa_fence_async();
 	__syncthreads();
 
-	uint32_t rg = warp & 1, tau_w = warp >> 1, d0w = warp * 64, row = lane & 15;
-	uint32_t qa[8][2][4], qr[2][4];
-	float o[8][4];
+	/* The MMAs' shared-memory operands: a descriptor each, plus the
+	 * offset / 16 (the address field's unit) of a k-step or buffer */
+	uint64_t dq = dsa_wg_desc(qb, 16, 1024), dqp = dsa_wg_desc(qpb, 16, 1024);
+	uint64_t dp = dsa_wg_desc(pb, 16, 1024), dr0 = dsa_wg_desc(rope, 16, 1024);
+	uint32_t r0 = 16 * wq + g;
+	/* S in base 2 (the softmax takes 2^x): the latent sums times
+	 * scale_j,tau qs[column], the rope's times rsc */
+	float qs[4], rsc = scale * 1.44269504088896341f;
+
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+		qs[i] = hac_pow2f(-kq[8 * (i >> 1) + 2 * c + (i & 1)]) * rsc;
+	float o[4][8];
 	int eref[4] = { -1000, -1000, -1000, -1000 };
 
 #pragma unroll
-	for (uint32_t kk = 0; kk < 8; kk++) {
-		uint32_t ch = dsa_swz(row, 2 * (8 * tau_w + kk) + (lane >> 4));
-
-		dsa_ldsm4(qa[kk][0], qh + row * 1024 + ch);
-		dsa_ldsm4(qa[kk][1], qh + (HG + row) * 1024 + ch);
-	}
-	{
-		uint32_t ch = dsa_swz(row, 2 * tau_w + (lane >> 4));
-
-		dsa_ldsm4(qr[0], qpe + row * 128 + ch);
-		dsa_ldsm4(qr[1], qpe + (HG + row) * 128 + ch);
-	}
+	for (uint32_t k = 0; k < 4; k++)
 #pragma unroll
-	for (uint32_t n2 = 0; n2 < 8; n2++)
-		o[n2][0] = o[n2][1] = o[n2][2] = o[n2][3] = 0.0f;
-	for (uint32_t it = 0, b = 0; it < ntile; it++, b = b == 2 ? 0 : b + 1) {
-		uint8_t *rt = raw + b * tb;
+		for (uint32_t i = 0; i < 8; i++)
+			o[k][i] = 0.0f;
+	for (uint32_t it = 0, b = 0; it < ntile; it++, b = b == NST - 1 ? 0 : b + 1) {
 		uint32_t nh = dsa_minu(DSA_MLA_L, nrec - it * DSA_MLA_L);
-		int enew[4], e_own = -1000;
+		uint8_t *cb = codes + b * 32768, *sb = scl + b * 1024;
+		int enew[4];
 
-		/* This tile's copies are in (and, the first time, the
-		 * queries written); the last tile's P, fac and vh are read. */
-		dsa_cp_wait<1>();
+		/* This tile's copies are in (the rope to the MMA too); the
+		 * last tile's reads are done. */
+		dsa_cp_wait<NST - 2>();
+		dsa_fence_async();
 		__syncthreads();
-		/* Tile it + 2 into the buffer tile it - 1 used. */
-		if (it + 2 < ntile)
-			dsa_m16_issue(raw + (b == 0 ? 2 : b - 1) * tb, slots, (it + 2) * DSA_MLA_L,
-				      nrec, region, rec);
-		dsa_cp_commit();
-
-		/* (1) codes to fp16: record u / 32, 16 codes ch = u % 32 (the
-		 * records past nh were zero-filled), loads first; a lane stores
-		 * its fp16 chunk 2 ch + b, then 2 ch + 1 - b (b = bit 2 of ch),
-		 * so each 8 lanes' store meets 8 distinct bank groups. */
+		/* Tile it + NST - 1 into the buffers of tile it - 1. */
 		{
-			uint4 cv[8];
+			uint32_t bp = b == 0 ? NST - 1 : b - 1;
 
-#pragma unroll
-			for (uint32_t k = 0; k < 8; k++) {
-				uint32_t j = (tid >> 5) + 8 * k;
-
-				cv[k] = *(const uint4 *)(rt + j * rec + lane * 16);
-			}
-#pragma unroll
-			for (uint32_t k = 0; k < 8; k++) {
-				uint32_t j = (tid >> 5) + 8 * k, b = (lane >> 2) & 1;
-				uint4 lo = make_uint4(dsa_e4m3x2(cv[k].x & 0xffff),
-						      dsa_e4m3x2_hi(cv[k].x),
-						      dsa_e4m3x2(cv[k].y & 0xffff),
-						      dsa_e4m3x2_hi(cv[k].y));
-				uint4 hi = make_uint4(dsa_e4m3x2(cv[k].z & 0xffff),
-						      dsa_e4m3x2_hi(cv[k].z),
-						      dsa_e4m3x2(cv[k].w & 0xffff),
-						      dsa_e4m3x2_hi(cv[k].w));
-
-				*(uint4 *)(vh + j * 1024 + dsa_swz(j, 2 * lane + b)) = b ? hi : lo;
-				*(uint4 *)(vh + j * 1024 + dsa_swz(j, 2 * lane + 1 - b)) = b ? lo : hi;
-			}
+			if (it + NST - 1 < ntile)
+				dsa_m16_issue(codes + bp * 32768, scl + bp * 1024, rope + bp * 8192,
+					      slots, (it + NST - 1) * DSA_MLA_L, nrec, region, rec);
+			dsa_cp_commit();
 		}
+
+		/* (1) this warpgroup's partial of S: rows (records) r0, r0 +
+		 * 8, columns h (hi) and 16 + h (lo), h = 8 n + 2 c + e */
 		{
-			uint32_t j = tid & 63, tau = tid >> 6;
-
-			if (j < nh)
-				e_own = dsa_scale_bits_exp(dsa_ld32(rt + j * rec + 512 + 4 * tau));
-		}
-		dsa_mla_tile_emax(e_own, emax_w, eref, enew);
-		fac[tid] = (uint16_t)dsa_h2pow2(15 + e_own - dsa_pick4(enew, tid >> 6));
-
-		/* (2) this warp's partial of S: records [32 rg, +32), latent
-		 * tile tau_w, and the rope's k-step tau_w */
-		{
-			float ah[4][4], al[4][4], ar[4][4];
+			float sa[2][16], sr[16];
 
 #pragma unroll
-			for (int u = 0; u < 4; u++)
-#pragma unroll
-				for (int i = 0; i < 4; i++)
-					ah[u][i] = al[u][i] = ar[u][i] = 0.0f;
-#pragma unroll
-			for (uint32_t kk = 0; kk < 8; kk++) {
-				uint32_t kt = 8 * tau_w + kk;
+			for (int i = 0; i < 16; i++)
+				sa[0][i] = sa[1][i] = sr[i] = 0.0f;
+			dsa_wg_hold<16>(sa[0]);
+			dsa_wg_hold<16>(sa[1]);
+			dsa_wg_hold<16>(sr);
+			/* all 16 k-steps' A fragments first, then one fence
+			 * for all the MMAs */
+			uint32_t a[16][4];
 
 #pragma unroll
-				for (uint32_t q = 0; q < 2; q++) {
-					uint32_t b[4];
-					uint32_t jb = 32 * rg + 16 * q + ((lane >> 4) & 1) * 8 + (lane & 7);
+			for (uint32_t kk = 0; kk < 4; kk++) {
+				uint32_t ch = 4 * (4 * wg + kk) + c;
+				uint4 u0 = *(const uint4 *)(cb + r0 * 512 + 16 * dsa_m16_cpos(r0, ch));
+				uint4 u1 = *(const uint4 *)(cb + (r0 + 8) * 512 +
+							    16 * dsa_m16_cpos(r0 + 8, ch));
+				uint32_t w0[4] = { u0.x, u0.y, u0.z, u0.w };
+				uint32_t w1[4] = { u1.x, u1.y, u1.z, u1.w };
 
-					dsa_ldsm4(b, vh + jb * 1024 + dsa_swz(jb, 2 * kt + ((lane >> 3) & 1)));
-					dsa_mma_f16(ah[2 * q], qa[kk][0], b);
-					dsa_mma_f16(ah[2 * q + 1], qa[kk][0], b + 2);
-					dsa_mma_f16(al[2 * q], qa[kk][1], b);
-					dsa_mma_f16(al[2 * q + 1], qa[kk][1], b + 2);
+#pragma unroll
+				for (uint32_t s = 0; s < 4; s++) {
+					a[4 * kk + s][0] = dsa_e4m3x2(w0[s] & 0xffff);
+					a[4 * kk + s][1] = dsa_e4m3x2(w1[s] & 0xffff);
+					a[4 * kk + s][2] = dsa_e4m3x2_hi(w0[s]);
+					a[4 * kk + s][3] = dsa_e4m3x2_hi(w1[s]);
 				}
 			}
-			if (tau_w < dr / 16)
+			dsa_wg_hold_a<16>(a);
+			dsa_wg_fence();
 #pragma unroll
-				for (int u = 0; u < 4; u++) {
-					const uint8_t *rp = rt + (32 * rg + 8 * u + g) * rec + 528 +
-							    (tau_w * 16 + 2 * c) * 2;
-					uint32_t b[2] = { dsa_ld32(rp), dsa_ld32(rp + 16) };
+			for (uint32_t k = 0; k < 16; k++)
+				dsa_wg_n32r(sa[k >> 3], a[k],
+					    dq + ((4 * wg + (k >> 2)) * 4096 + 32 * (k & 3)) / 16);
+			/* k-step 2 i + wg (a trip count the same in both
+			 * warpgroups: past dr, both operands are zeros) */
+			for (uint32_t i = 0; i < (nrope + 1) / 2; i++)
+				dsa_wg_n32_bf16(sr, dr0 + (b * 8192 + (2 * i + wg) * 32) / 16,
+						dqp + (2 * i + wg) * 2);
+			dsa_wg_commit();
 
-					hac_mma_bf16(ar[u], qr[0], b);
-					hac_mma_bf16(ar[u], qr[1], b);
-				}
-			/* the scales of records 32 rg + 8 u + 2 c + e, tile tau_w */
-			float sc[4][2];
-#pragma unroll
-			for (int u = 0; u < 4; u++)
-#pragma unroll
-				for (int e = 0; e < 2; e++)
-					sc[u][e] = hac_u2f(dsa_ld32(rt + (32 * rg + 8 * u + 2 * c + e) * rec +
-								    512 + 4 * tau_w));
-#pragma unroll
-			for (int hh = 0; hh < 2; hh++) {
-				uint32_t r = g + 8 * hh;
-				float qi = hac_pow2f(-kq[r]);
-				float *srow = S + (tau_w * HG + r) * DSA_MLA_SROW + 32 * rg + 2 * c;
+			/* the largest scale exponents, while the MMAs run */
+			{
+				uint32_t j = tid & 63;
+				int e = j < nh ? dsa_scale_bits_exp(dsa_ld32(sb + j * 16 + 4 * (tid >> 6))) :
+						 -1000;
 
-#pragma unroll
-				for (int u = 0; u < 4; u++) {
-					int i = 2 * hh;
-
-					*(float2 *)(srow + 8 * u) = make_float2(
-						((ah[u][i] + al[u][i]) * (sc[u][0] * qi) + ar[u][i]) *
-							scale,
-						((ah[u][i + 1] + al[u][i + 1]) * (sc[u][1] * qi) +
-						 ar[u][i + 1]) * scale);
-				}
+				e = dsa_warp_max_i(e);
+				if (lane == 0)
+					emax_w[warp] = e;
 			}
+			float sc[2][2];
+
+#pragma unroll
+			for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+				for (int u = 0; u < 2; u++)
+					sc[hh][u] = hac_u2f(dsa_ld32(sb + (r0 + 8 * hh) * 16 +
+								     4 * (2 * wg + u)));
+			dsa_wg_wait<0>();
+			dsa_wg_hold<16>(sa[0]);
+			dsa_wg_hold<16>(sa[1]);
+			dsa_wg_hold<16>(sr);
+#pragma unroll
+			for (int nn = 0; nn < 2; nn++)
+#pragma unroll
+				for (int q = 0; q < 4; q++) {
+					int hh = q >> 1, e = q & 1, i = 4 * nn + q, il = i + 8;
+					uint32_t h = 8 * nn + 2 * c + e;
+					float v = ((sa[0][i] + sa[0][il]) * sc[hh][0] +
+						   (sa[1][i] + sa[1][il]) * sc[hh][1]) * qs[2 * nn + e] +
+						  (sr[i] + sr[il]) * rsc;
+
+					Sw[(wg * HG + h) * DSA_M16_SROW + r0 + 8 * hh] = v;
+				}
 		}
 		__syncthreads();
+#pragma unroll
+		for (int tau = 0; tau < 4; tau++)
+			enew[tau] = dsa_maxi(eref[tau],
+					     dsa_maxi(emax_w[2 * tau], emax_w[2 * tau + 1]));
 
-		/* (3) softmax over the 4 partials, a warp per two head rows */
-		dsa_mla_softmax<2>(P, m_run, l_run, alpha, S, 4, HG, nh);
+		/* (2) softmax, P fac_tau for the MMA */
+		dsa_m16_softmax(pb, m_run, l_run, alpha, Sw, sb, enew, nh);
+		dsa_fence_async();
 		__syncthreads();
 
-		/* (4) O = O * alpha * 2^(Eref - Enew) + (P fac) vh, dims
-		 * [d0w, +64) */
+		/* (3) O = O alpha 2^(Eref - Enew) + V^T (P fac_tau)^T: dim
+		 * block 4 wg + k; rows (dims) 16 wq + 2 g and + 1 of the
+		 * block, columns (heads) 8 n + 2 c + e */
 		{
-			float rs = dsa_pow2c(dsa_pick4(eref, tau_w) - dsa_pick4(enew, tau_w));
-			float r0 = alpha[g] * rs, r1 = alpha[g + 8] * rs;
-			const uint16_t *ft = fac + tau_w * DSA_MLA_L;
+			float al[4], rs[2];
 
-			dsa_mla_rescale<8>(o, r0, r1);
 #pragma unroll
-			for (uint32_t kt = 0; kt < 4; kt++) {
-				uint32_t a[4], f0 = *(const uint32_t *)(ft + kt * 16 + 2 * c);
-				uint32_t f8 = *(const uint32_t *)(ft + kt * 16 + 2 * c + 8);
+			for (int i = 0; i < 4; i++)
+				al[i] = alpha[8 * (i >> 1) + 2 * c + (i & 1)];
+#pragma unroll
+			for (int u = 0; u < 2; u++)
+				rs[u] = dsa_pow2c(dsa_pick4(eref, 2 * wg + u) -
+						  dsa_pick4(enew, 2 * wg + u));
+#pragma unroll
+			for (int k = 0; k < 4; k++)
+#pragma unroll
+				for (int i = 0; i < 8; i++)
+					o[k][i] *= al[2 * (i >> 2) + (i & 1)] * rs[k >> 1];
+#pragma unroll
+			for (int k = 0; k < 4; k++)
+				dsa_wg_hold<8>(o[k]);
+			/* A fragments a[4 k + ks]: dim block 4 wg + k, k-step
+			 * ks; then one fence for all the MMAs */
+			uint32_t a[16][4];
 
-				dsa_ldsm4(a, P + row * 128 + dsa_swz(row, 2 * kt + (lane >> 4)));
-				a[0] = dsa_hmul2(a[0], f0);
-				a[1] = dsa_hmul2(a[1], f0);
-				a[2] = dsa_hmul2(a[2], f8);
-				a[3] = dsa_hmul2(a[3], f8);
-				dsa_mla_pv<8>(o, a, vh, kt, d0w);
+#pragma unroll
+			for (uint32_t k = 0; k < 4; k++) {
+				uint32_t ch = 4 * (4 * wg + k) + wq;
+
+#pragma unroll
+				for (uint32_t kp = 0; kp < 2; kp++) {
+					uint32_t j = 16 * (2 * kp + (lane >> 4)) + 8 * ((lane >> 3) & 1) +
+						     (lane & 7);
+					uint32_t r[4];
+
+					dsa_ldsm4t(r, cb + j * 512 + 16 * dsa_m16_cpos(j, ch));
+#pragma unroll
+					for (uint32_t h2 = 0; h2 < 2; h2++) {
+						uint32_t t0 = dsa_prmt3120(r[2 * h2]);
+						uint32_t t1 = dsa_prmt3120(r[2 * h2 + 1]);
+						uint32_t *ak = a[4 * k + 2 * kp + h2];
+
+						ak[0] = dsa_e4m3x2(t0 & 0xffff);
+						ak[1] = dsa_e4m3x2_hi(t0);
+						ak[2] = dsa_e4m3x2(t1 & 0xffff);
+						ak[3] = dsa_e4m3x2_hi(t1);
+					}
+				}
 			}
+			dsa_wg_hold_a<16>(a);
+			dsa_wg_fence();
+#pragma unroll
+			for (uint32_t k = 0; k < 16; k++)
+				dsa_wg_n16r(o[k >> 2], a[k],
+					    dp + (((4 * wg + (k >> 2)) >> 1) * 2048 + (k & 3) * 32) / 16);
+			dsa_wg_commit();
+			dsa_wg_wait<0>();
+#pragma unroll
+			for (int k = 0; k < 4; k++)
+				dsa_wg_hold<8>(o[k]);
 		}
 #pragma unroll
 		for (int tau = 0; tau < 4; tau++)
 			eref[tau] = enew[tau];
 	}
-	dsa_mla_out<8>(o_lat, part, o, dsa_pow2c(dsa_pick4(eref, tau_w) - 15), m_run, l_run, t, H,
-		       h0, d0w, h0, HG, n_split, split, nrec, gridDim.x / n_hg);
+
+	/* O / l to o_lat with one split, else O and (m, l) to the partials */
+	dsa_cp_wait<0>();
+	/* With no tile, the queries' m and l were never behind a barrier. */
+	__syncthreads();
+	float fo[2];
+
+#pragma unroll
+	for (int u = 0; u < 2; u++)
+		fo[u] = dsa_pow2c(dsa_pick4(eref, 2 * wg + u) - 15);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		uint32_t h = h0 + 8 * (i >> 1) + 2 * c + (i & 1);
+		float inv = n_split == 1 ? (nrec ? 1.0f / l_run[h - h0] : 0.0f) : 1.0f;
+		float *out = n_split == 1 ? o_lat + ((size_t)t * H + h) * 512 :
+					    part + (((size_t)t * n_split + split) * H + h) * 512;
+
+		if (h >= H)
+			continue;
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			uint32_t d = (4 * wg + k) * 64 + 16 * wq + 2 * g;
+			float x0 = o[k][4 * (i >> 1) + (i & 1)], x1 = o[k][4 * (i >> 1) + 2 + (i & 1)];
+			float f = fo[k >> 1] * inv;
+
+			/* With no record o is 0 and fo 0: zeros, not NaN. */
+			*(float2 *)(out + d) = n_split == 1 && !nrec ? make_float2(0.0f, 0.0f) :
+								      make_float2(x0 * f, x1 * f);
+		}
+	}
+	if (n_split > 1 && tid < HG && h0 + tid < H) {
+		float *ml = part + (size_t)(gridDim.x / n_hg) * H * 512 +
+			    (((size_t)t * n_split + split) * H + h0 + tid) * 2;
+
+		/* m in base e, as the combine takes it */
+		ml[0] = m_run[tid] * 0.693147180559945309f;
+		ml[1] = l_run[tid];
+	}
 }
 
 HACCEL_K void __launch_bounds__(DSA_MLA_THREADS, 1)

@@ -906,9 +906,9 @@ static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c)
 }
 
 /*
- * H = 1, 8, 16, 64 (and 40, 128: padded and several head groups), dr =
- * 64, 0 and 32, topk from 64 to 2048, n_sel below topk and 0, one split
- * (written directly) and many (combined), one tile a split and many.
+ * H = 1, 4, 8, 16, 64 (and 40, 128: padded and several head groups), dr =
+ * 64, 48, 32, 16 and 0, topk from 64 to 2048, n_sel below topk and 0, one
+ * split (written directly) and many (combined), one tile a split and many.
  */
 static void test_sparse_mla(void)
 {
@@ -926,6 +926,11 @@ static void test_sparse_mla(void)
 		 * rotate several times */
 		{ 16, 64, 40, 2048, 64, 0.0721688f },
 		{ 8, 0, 66, 1500, 16, 0.25f },
+		/* 16-head kernel with rope parts of 3 and 1 k-steps (its
+		 * two warpgroups take the rope's k-steps in turn, zeros past
+		 * dr), odd page sizes */
+		{ 16, 48, 6, 700, 7, 0.1f },
+		{ 4, 16, 5, 300, 3, 0.2f },
 	};
 
 	for (unsigned int i = 0; i < sizeof(cfg) / sizeof(cfg[0]); i++)

@@ -31,6 +31,12 @@ int haccel__gpu_get(struct haccel_ctx *ctx, struct haccel__gpu **out)
 	}
 	if (!haccel__fatbin_size)
 		return haccel__fail(ctx, -ENOEXEC, "cuda: this build carries no GPU kernels (configured without nvcc)");
+	/* sm_90a machine code and compute_90a PTX (the warpgroup MMA)
+	 * serve compute capability 9.0 only. */
+	if (cu->cc_major != 9 || cu->cc_minor != 0)
+		return haccel__fail(ctx, -ENOEXEC,
+				    "cuda: %s is sm_%d%d; this build's kernels are for sm_90a (H100, H200) only",
+				    cu->name, cu->cc_major, cu->cc_minor);
 	g = calloc(1, sizeof(*g));
 	if (!g)
 		return -ENOMEM;

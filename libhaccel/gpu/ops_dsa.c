@@ -311,17 +311,17 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 {
 	uint32_t tps, n_split = mla_splits(T, H, topk, &tps), hgs = mla_hg(H);
 	uint32_t n_hg = (H + hgs - 1) / hgs;
-	/* (dsa.cu) haccel_dsa_mla_h16: three buffers of whole records, the
-	 * latent in fp16 (the queries are staged in these two), S (4
-	 * partial rows a head), P, the split's slots, fp16 factors of P per
-	 * latent tile and record, per head m/l/alpha/kq, 8 warp maxima;
+	/* (dsa.cu) haccel_dsa_mla_h16: 1024 bytes of alignment, the queries
+	 * (fp16 hi/lo, bf16 hi/lo), P times each latent tile's factors,
+	 * three buffers of rope, codes and scales, S (2 partial rows of 68
+	 * a head), per head m/l/alpha/kq, 8 warp maxima, the split's slots;
 	 * dsa_mla (haccel_dsa_mla_h32): the latent codes, two buffers of
 	 * scales and rope, the latent in fp16, queries (fp16 hi/lo, bf16
 	 * hi/lo), S, P, the split's slots, per head m/l/alpha/kq, 8 warp
 	 * maxima */
-	uint32_t smem = hgs == 16 ? 3 * MLA_L * (528 + 2 * dr) + MLA_L * 1024 +
-					    16 * (4 * 72 * 4 + 128 + 16) + tps * MLA_L * 4 +
-					    4 * MLA_L * 2 + 32 :
+	uint32_t smem = hgs == 16 ? 1024 + 32 * 1024 + 32 * 128 + 4 * 16 * 128 +
+					    3 * MLA_L * (128 + 512 + 16) + 16 * (2 * 68 * 4 + 16) +
+					    32 + tps * MLA_L * 4 :
 				    MLA_L * 512 + 2 * MLA_L * (16 + 2 * dr) + MLA_L * 1024 +
 					    32 * (2048 + 256 + 72 * 4 + 128 + 16) +
 					    tps * MLA_L * 4 + 32;
