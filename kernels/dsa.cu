@@ -210,14 +210,14 @@ __device__ __forceinline__ void dsa_ldsm4t(uint32_t *r, const void *p)
 }
 
 /*
- * Warpgroup MMA (sm_90a). The descriptor of a shared-memory operand in the
- * 128-byte swizzle (16-byte chunk c of row r at c ^ (r & 7); atoms of 8
- * rows of 128 bytes, 1024-byte aligned): lbo and sbo in bytes.
+ * Warpgroup MMA (sm_90a). The descriptor of a K-major shared-memory operand
+ * in the 128-byte swizzle (16-byte chunk c of row r at c ^ (r & 7); atoms
+ * of 8 rows of 128 bytes, 1024-byte aligned, one after another: the
+ * stride byte offset 1024, the leading one unused, 16).
  */
-__device__ __forceinline__ uint64_t dsa_wg_desc(const void *p, uint32_t lbo, uint32_t sbo)
+__device__ __forceinline__ uint64_t dsa_wg_desc(const void *p)
 {
-	return (uint64_t)((dsa_saddr(p) & 0x3ffff) >> 4) | (uint64_t)(lbo >> 4) << 16 |
-	       (uint64_t)(sbo >> 4) << 32 | 1ull << 62;
+	return (uint64_t)((dsa_saddr(p) & 0x3ffff) >> 4) | 1ull << 16 | 64ull << 32 | 1ull << 62;
 }
 
 __device__ __forceinline__ void dsa_wg_fence(void)
@@ -2021,8 +2021,8 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 
 	/* The MMAs' shared-memory operands: a descriptor each, plus the
 	 * offset / 16 (the address field's unit) of a k-step or buffer */
-	uint64_t dq = dsa_wg_desc(qb, 16, 1024), dqp = dsa_wg_desc(qpb, 16, 1024);
-	uint64_t dp = dsa_wg_desc(pb, 16, 1024), dr0 = dsa_wg_desc(rope, 16, 1024);
+	uint64_t dq = dsa_wg_desc(qb), dqp = dsa_wg_desc(qpb);
+	uint64_t dp = dsa_wg_desc(pb), dr0 = dsa_wg_desc(rope);
 	uint32_t r0 = 16 * wq + g;
 	/* S in base 2 (the softmax takes 2^x): the latent sums times
 	 * scale_j,tau qs[column], the rope's times rsc */
