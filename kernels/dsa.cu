@@ -75,23 +75,18 @@ __device__ __forceinline__ int dsa_warp_max_i(int v)
 /* ------------------------------------------------------------------------ */
 /* PTX wrappers (sm_90)                                                     */
 
-__device__ __forceinline__ uint32_t dsa_saddr(const void *p)
-{
-	return (uint32_t)__cvta_generic_to_shared(p);
-}
-
 /* 16 bytes global -> shared past L1; n < 16 zero-fills the rest, and n = 0
  * reads nothing. */
 __device__ __forceinline__ void dsa_cp16(void *dst, const void *src, uint32_t n)
 {
 	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-		     ::"r"(dsa_saddr(dst)), "l"(src), "r"(n) : "memory");
+		     ::"r"(hac_saddr(dst)), "l"(src), "r"(n) : "memory");
 }
 
 __device__ __forceinline__ void dsa_cp4(void *dst, const void *src, uint32_t n)
 {
 	asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
-		     ::"r"(dsa_saddr(dst)), "l"(src), "r"(n) : "memory");
+		     ::"r"(hac_saddr(dst)), "l"(src), "r"(n) : "memory");
 }
 
 __device__ __forceinline__ void dsa_cp_commit(void)
@@ -109,7 +104,7 @@ template <int N> __device__ __forceinline__ void dsa_cp_wait(void)
 __device__ __forceinline__ void dsa_mbar_init(uint64_t *bar, uint32_t count)
 {
 	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n"
-		     "fence.mbarrier_init.release.cluster;\n" ::"r"(dsa_saddr(bar)), "r"(count)
+		     "fence.mbarrier_init.release.cluster;\n" ::"r"(hac_saddr(bar)), "r"(count)
 		     : "memory");
 }
 
@@ -121,8 +116,8 @@ __device__ __forceinline__ void dsa_bulk_copy(void *dst, const void *src, uint32
 {
 	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
 		     "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-		     " [%2], [%3], %1, [%0];\n" ::"r"(dsa_saddr(bar)), "r"(bytes),
-		     "r"(dsa_saddr(dst)), "l"(src) : "memory");
+		     " [%2], [%3], %1, [%0];\n" ::"r"(hac_saddr(bar)), "r"(bytes),
+		     "r"(hac_saddr(dst)), "l"(src) : "memory");
 }
 
 /* Wait for the phase of bar with this parity to complete. */
@@ -134,7 +129,7 @@ __device__ __forceinline__ void dsa_mbar_wait(uint64_t *bar, uint32_t parity)
 		asm volatile("{\n.reg .pred p;\n"
 			     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
 			     "selp.u32 %0, 1, 0, p;\n}\n"
-			     : "=r"(done) : "r"(dsa_saddr(bar)), "r"(parity) : "memory");
+			     : "=r"(done) : "r"(hac_saddr(bar)), "r"(parity) : "memory");
 }
 
 /* Two E4M3 codes, the low byte first, to two fp16 (exact: every E4M3
@@ -194,75 +189,20 @@ __device__ __forceinline__ void dsa_mma_f16(float *d, const uint32_t *a, const u
 __device__ __forceinline__ void dsa_ldsm4(uint32_t *r, const void *p)
 {
 	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(dsa_saddr(p)));
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(hac_saddr(p)));
 }
 
 __device__ __forceinline__ void dsa_ldsm2(uint32_t *r, const void *p)
 {
 	asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
-		     : "=r"(r[0]), "=r"(r[1]) : "r"(dsa_saddr(p)));
+		     : "=r"(r[0]), "=r"(r[1]) : "r"(hac_saddr(p)));
 }
 
 __device__ __forceinline__ void dsa_ldsm4t(uint32_t *r, const void *p)
 {
 	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(dsa_saddr(p)));
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(hac_saddr(p)));
 }
-
-/*
- * Warpgroup MMA (sm_90a). The descriptor of a K-major shared-memory operand
- * in the 128-byte swizzle (16-byte chunk c of row r at c ^ (r & 7); atoms
- * of 8 rows of 128 bytes, 1024-byte aligned, one after another: the
- * stride byte offset 1024, the leading one unused, 16).
- */
-__device__ __forceinline__ uint64_t dsa_wg_desc(const void *p)
-{
-	return (uint64_t)((dsa_saddr(p) & 0x3ffff) >> 4) | 1ull << 16 | 64ull << 32 | 1ull << 62;
-}
-
-__device__ __forceinline__ void dsa_wg_fence(void)
-{
-	asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-
-__device__ __forceinline__ void dsa_wg_commit(void)
-{
-	asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-
-template <int N> __device__ __forceinline__ void dsa_wg_wait(void)
-{
-	asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-
-/* Accumulators d: read only after the wait that completes them, written
- * only before the fence that starts the MMAs. */
-template <int N> __device__ __forceinline__ void dsa_wg_hold(float *d)
-{
-#pragma unroll
-	for (int i = 0; i < N; i++)
-		asm volatile("" : "+f"(d[i])::"memory");
-}
-
-/* A fragments a: computed before the fence that starts their MMAs. */
-template <int N> __device__ __forceinline__ void dsa_wg_hold_a(uint32_t (*a)[4])
-{
-#pragma unroll
-	for (int i = 0; i < N; i++)
-		asm volatile("" : "+r"(a[i][0]), "+r"(a[i][1]), "+r"(a[i][2]), "+r"(a[i][3])::"memory");
-}
-
-/* Shared-memory stores of this thread visible to the MMA's reads. */
-__device__ __forceinline__ void dsa_fence_async(void)
-{
-	asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
-#define DSA_WG_D8(d)                                                                        \
-	"+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
-		"+f"(d[7])
-
-#define DSA_WG_A4(a) "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3])
 
 /* d (64 x 32, fp32) += A B, fp16: A 64 x 16 in registers (the fragment
  * of mma.m16n8k16's A, a warp 16 rows), B 16 x 32 K-major in shared
@@ -272,7 +212,7 @@ __device__ __forceinline__ void dsa_wg_n32r(float *d, const uint32_t *a, uint64_
 	asm volatile("wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
 		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
 		     "{%16,%17,%18,%19}, %20, 1, 1, 1, 0;\n"
-		     : DSA_WG_D8(d), DSA_WG_D8((d + 8)) : DSA_WG_A4(a), "l"(b));
+		     : HAC_WG_D8(d), HAC_WG_D8((d + 8)) : HAC_WG_A4(a), "l"(b));
 }
 
 /* The same, 64 x 16 (N = 16). */
@@ -280,7 +220,7 @@ __device__ __forceinline__ void dsa_wg_n16r(float *d, const uint32_t *a, uint64_
 {
 	asm volatile("wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
 		     "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, 1, 1, 1, 0;\n"
-		     : DSA_WG_D8(d) : DSA_WG_A4(a), "l"(b));
+		     : HAC_WG_D8(d) : HAC_WG_A4(a), "l"(b));
 }
 
 /* d (64 x 32, fp32) += A B, bf16: A 64 x 16 and B 16 x 32, both K-major
@@ -290,7 +230,7 @@ __device__ __forceinline__ void dsa_wg_n32_bf16(float *d, uint64_t a, uint64_t b
 	asm volatile("wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
 		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
 		     "%16, %17, 1, 1, 1, 0, 0;\n"
-		     : DSA_WG_D8(d), DSA_WG_D8((d + 8)) : "l"(a), "l"(b));
+		     : HAC_WG_D8(d), HAC_WG_D8((d + 8)) : "l"(a), "l"(b));
 }
 
 /* 2^x (ex2.approx: relative error about 2^-22; 2^-inf = 0, NaN stays). */
@@ -1986,7 +1926,7 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 	uint32_t ntile = (nrec + DSA_MLA_L - 1) / DSA_MLA_L;
 	const uint32_t *bt = block_tables + (size_t)bt_row[t] * bt_stride;
 
-	uint8_t *qb = dsa_smem + ((1024 - (dsa_saddr(dsa_smem) & 1023)) & 1023);
+	uint8_t *qb = dsa_smem + ((1024 - (hac_saddr(dsa_smem) & 1023)) & 1023);
 	uint8_t *qpb = qb + 32768, *pb = qpb + 4096;
 	uint8_t *rope = pb + 8192;                      /* [3][64][128 bytes] */
 	uint8_t *codes = rope + NST * 8192;             /* [3][64][512] */
@@ -2016,13 +1956,13 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 	}
 	/* The queries, while the first tiles load. */
 	dsa_mla_qstore<2, true>(qb, qpb, kq, m_run, l_run, qv, HG);
-	dsa_fence_async();
+	hac_fence_async();
 	__syncthreads();
 
 	/* The MMAs' shared-memory operands: a descriptor each, plus the
 	 * offset / 16 (the address field's unit) of a k-step or buffer */
-	uint64_t dq = dsa_wg_desc(qb), dqp = dsa_wg_desc(qpb);
-	uint64_t dp = dsa_wg_desc(pb), dr0 = dsa_wg_desc(rope);
+	uint64_t dq = hac_wg_desc(qb), dqp = hac_wg_desc(qpb);
+	uint64_t dp = hac_wg_desc(pb), dr0 = hac_wg_desc(rope);
 	uint32_t r0 = 16 * wq + g;
 	/* S in base 2 (the softmax takes 2^x): the latent sums times
 	 * scale_j,tau qs[column], the rope's times rsc */
@@ -2047,7 +1987,7 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 		/* This tile's copies are in (the rope to the MMA too); the
 		 * last tile's reads are done. */
 		dsa_cp_wait<NST - 2>();
-		dsa_fence_async();
+		hac_fence_async();
 		__syncthreads();
 		/* Tile it + NST - 1 into the buffers of tile it - 1. */
 		{
@@ -2067,9 +2007,9 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 #pragma unroll
 			for (int i = 0; i < 16; i++)
 				sa[0][i] = sa[1][i] = sr[i] = 0.0f;
-			dsa_wg_hold<16>(sa[0]);
-			dsa_wg_hold<16>(sa[1]);
-			dsa_wg_hold<16>(sr);
+			hac_wg_hold<16>(sa[0]);
+			hac_wg_hold<16>(sa[1]);
+			hac_wg_hold<16>(sr);
 			/* all 16 k-steps' A fragments first, then one fence
 			 * for all the MMAs */
 			uint32_t a[16][4];
@@ -2091,8 +2031,8 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 					a[4 * kk + s][3] = dsa_e4m3x2_hi(w1[s]);
 				}
 			}
-			dsa_wg_hold_a<16>(a);
-			dsa_wg_fence();
+			hac_wg_hold_a<16>(a);
+			hac_wg_fence();
 #pragma unroll
 			for (uint32_t k = 0; k < 16; k++)
 				dsa_wg_n32r(sa[k >> 3], a[k],
@@ -2102,7 +2042,7 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 			for (uint32_t i = 0; i < (nrope + 1) / 2; i++)
 				dsa_wg_n32_bf16(sr, dr0 + (b * 8192 + (2 * i + wg) * 32) / 16,
 						dqp + (2 * i + wg) * 2);
-			dsa_wg_commit();
+			hac_wg_commit();
 
 			/* the largest scale exponents, while the MMAs run */
 			{
@@ -2122,10 +2062,10 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 				for (int u = 0; u < 2; u++)
 					sc[hh][u] = hac_u2f(dsa_ld32(sb + (r0 + 8 * hh) * 16 +
 								     4 * (2 * wg + u)));
-			dsa_wg_wait<0>();
-			dsa_wg_hold<16>(sa[0]);
-			dsa_wg_hold<16>(sa[1]);
-			dsa_wg_hold<16>(sr);
+			hac_wg_wait<0>();
+			hac_wg_hold<16>(sa[0]);
+			hac_wg_hold<16>(sa[1]);
+			hac_wg_hold<16>(sr);
 #pragma unroll
 			for (int nn = 0; nn < 2; nn++)
 #pragma unroll
@@ -2147,7 +2087,7 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 
 		/* (2) softmax, P fac_tau for the MMA */
 		dsa_m16_softmax(pb, m_run, l_run, alpha, Sw, sb, enew, nh);
-		dsa_fence_async();
+		hac_fence_async();
 		__syncthreads();
 
 		/* (3) O = O alpha 2^(Eref - Enew) + V^T (P fac_tau)^T: dim
@@ -2170,7 +2110,7 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 					o[k][i] *= al[2 * (i >> 2) + (i & 1)] * rs[k >> 1];
 #pragma unroll
 			for (int k = 0; k < 4; k++)
-				dsa_wg_hold<8>(o[k]);
+				hac_wg_hold<8>(o[k]);
 			/* A fragments a[4 k + ks]: dim block 4 wg + k, k-step
 			 * ks; then one fence for all the MMAs */
 			uint32_t a[16][4];
@@ -2199,17 +2139,17 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 					}
 				}
 			}
-			dsa_wg_hold_a<16>(a);
-			dsa_wg_fence();
+			hac_wg_hold_a<16>(a);
+			hac_wg_fence();
 #pragma unroll
 			for (uint32_t k = 0; k < 16; k++)
 				dsa_wg_n16r(o[k >> 2], a[k],
 					    dp + (((4 * wg + (k >> 2)) >> 1) * 2048 + (k & 3) * 32) / 16);
-			dsa_wg_commit();
-			dsa_wg_wait<0>();
+			hac_wg_commit();
+			hac_wg_wait<0>();
 #pragma unroll
 			for (int k = 0; k < 4; k++)
-				dsa_wg_hold<8>(o[k]);
+				hac_wg_hold<8>(o[k]);
 		}
 #pragma unroll
 		for (int tau = 0; tau < 4; tau++)

@@ -94,4 +94,68 @@ __device__ __forceinline__ float cluster_rank_sum(const float *p, uint32_t i)
 	return v;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Shared memory and warpgroup MMA (sm_90a)                                 */
+
+__device__ __forceinline__ uint32_t hac_saddr(const void *p)
+{
+	return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/*
+ * The descriptor of a K-major shared-memory operand
+ * in the 128-byte swizzle (16-byte chunk c of row r at c ^ (r & 7); atoms
+ * of 8 rows of 128 bytes, 1024-byte aligned, one after another: the
+ * stride byte offset 1024, the leading one unused, 16).
+ */
+__device__ __forceinline__ uint64_t hac_wg_desc(const void *p)
+{
+	return (uint64_t)((hac_saddr(p) & 0x3ffff) >> 4) | 1ull << 16 | 64ull << 32 | 1ull << 62;
+}
+
+__device__ __forceinline__ void hac_wg_fence(void)
+{
+	asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void hac_wg_commit(void)
+{
+	asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+template <int N> __device__ __forceinline__ void hac_wg_wait(void)
+{
+	asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+/* Accumulators d: read only after the wait that completes them, written
+ * only before the fence that starts the MMAs. */
+template <int N> __device__ __forceinline__ void hac_wg_hold(float *d)
+{
+#pragma unroll
+	for (int i = 0; i < N; i++)
+		asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* A fragments a: computed before the fence that starts their MMAs. */
+template <int N> __device__ __forceinline__ void hac_wg_hold_a(uint32_t (*a)[4])
+{
+#pragma unroll
+	for (int i = 0; i < N; i++)
+		asm volatile("" : "+r"(a[i][0]), "+r"(a[i][1]), "+r"(a[i][2]), "+r"(a[i][3])::"memory");
+}
+
+/* Shared-memory stores of this thread visible to the MMA's reads. */
+__device__ __forceinline__ void hac_fence_async(void)
+{
+	asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/* Operand lists of the wgmma wrappers: 8 accumulators, 4 A registers. */
+#define HAC_WG_D8(d)                                                                        \
+	"+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
+		"+f"(d[7])
+
+#define HAC_WG_A4(a) "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3])
+
 #endif /* HACCEL_KERNELS_KUTIL_CUH */
