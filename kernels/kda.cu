@@ -1562,3 +1562,415 @@ __device__ __forceinline__ void kda_chunk_state2(float *o, uint32_t H, uint32_t 
 KDA_CHUNK_STATE(haccel_kda_chunk_state, kda_chunk_state)
 KDA_CHUNK_STATE(haccel_kda_chunk_state2, kda_chunk_state2<0>)
 KDA_CHUNK_STATE(haccel_kda_chunk_state2_128, kda_chunk_state2<128>)
+
+
+/*
+ * Pass 2 for K = 128 on the warpgroup MMA (haccel_kda_chunk_state_wg32,
+ * _wg64: NV = 32 or 64 columns of V a block): the products of
+ * kda_chunk_state2, each k-step of a warpgroup's 64 x NV product two
+ * instructions (m64nNVk8 .tf32 for hi hi, m64nNVk16 .bf16 for the cross
+ * terms) where it is 2 NV / 8 mma.sync and NV / 8 fragment loads a warp
+ * there. The A operands are split in registers as there (each element
+ * once a block); the B operands, S and U, are split once into shared
+ * memory in the layout the MMA reads:
+ *   warpgroup 0 (warps 0-3)  u = U' - W S, to UB; then S rows 0-63
+ *   warpgroup 1 (warps 4-7)  QG S, kept in its registers; then S rows
+ *                            64-127, and o = QG S + Q u
+ * S rows 16 w .. 16 w + 15 stay in the registers of warp w across the
+ * chunks, as the accumulator of S = EL * S + KL^T u. The 64-column blocks
+ * halve the grid for heads that would fill more than one wave.
+ *
+ * A B operand (k < K_B, n < NV) is K-major in the 128-byte swizzle
+ * (hac_wg_desc): kblocks of 32 k, [K_B / 32][NV rows n][128 bytes]; k-step
+ * k / 8 at byte 32 (k / 8 % 4) of its row holds its 8 k's in the order of
+ * the A fragments' registers (kda_load_a2, kda_load_at2: 2 t in slot t,
+ * 2 t + 1 in slot t + 4), as tf32 bits (hi) and as bf16 pairs (lo, x)
+ * (pk), a 4-byte word each.
+ *
+ * Shared memory, 1024-byte aligned: SB hi, pk [4][NV][128 bytes]; UB hi,
+ * pk [2][NV][128 bytes]; then (floats) W, QG [KDA_C][K + 8], KL [KDA_C][K
+ * + 4], Q [KDA_C][KDA_Q2], EL0, EL1 [K]. U' is read from global memory
+ * into registers at the start of each chunk. Copies otherwise as in
+ * kda_chunk_state2.
+ */
+#define KDA_WG_SMEM(NV) (1024u + 12u * 128u * (NV) + 4u * (2u * KDA_C * 136u + KDA_C * 132u + \
+							     KDA_C * KDA_Q2 + 2u * 128u))
+
+template <uint32_t NV>
+__device__ __forceinline__ uint32_t kda_wb_off(uint32_t k, uint32_t n)
+{
+	const uint32_t q = k & 7, byte = 32 * ((k >> 3) & 3) + 4 * ((q >> 1) + 4 * (q & 1));
+
+	return (k >> 5) * (128 * NV) + n * 128 + (((byte >> 4) ^ (n & 7)) << 4) + (byte & 15);
+}
+
+template <uint32_t NV>
+__device__ __forceinline__ void kda_wb_store(uint8_t *hi, uint8_t *pk, uint32_t k, uint32_t n,
+					     float v)
+{
+	const kda_tf32 x = kda_split_b(v);
+	const uint32_t o = kda_wb_off<NV>(k, n);
+
+	*(uint32_t *)(hi + o) = x.hi;
+	*(uint32_t *)(pk + o) = x.pk;
+}
+
+/* d (64 x NV, fp32) += A B on .tf32: A 64 x 8 in registers (a warp 16
+ * rows, mma.m16n8k8's A fragment), B 8 x NV K-major in shared memory. */
+template <uint32_t NV>
+__device__ __forceinline__ void kda_wg_tf32(float *d, const uint32_t *a, uint64_t b);
+
+template <>
+__device__ __forceinline__ void kda_wg_tf32<32>(float *d, const uint32_t *a, uint64_t b)
+{
+	asm volatile("wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
+		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+		     "{%16,%17,%18,%19}, %20, 1, 1, 1;\n"
+		     : HAC_WG_D8(d), HAC_WG_D8((d + 8)) : HAC_WG_A4(a), "l"(b));
+}
+
+template <>
+__device__ __forceinline__ void kda_wg_tf32<64>(float *d, const uint32_t *a, uint64_t b)
+{
+	asm volatile("wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+		     "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+		     "{%32,%33,%34,%35}, %36, 1, 1, 1;\n"
+		     : HAC_WG_D8(d), HAC_WG_D8((d + 8)), HAC_WG_D8((d + 16)), HAC_WG_D8((d + 24))
+		     : HAC_WG_A4(a), "l"(b));
+}
+
+/* The same on .bf16, k 16 (mma.m16n8k16's A fragment). */
+template <uint32_t NV>
+__device__ __forceinline__ void kda_wg_bf16(float *d, const uint32_t *a, uint64_t b);
+
+template <>
+__device__ __forceinline__ void kda_wg_bf16<32>(float *d, const uint32_t *a, uint64_t b)
+{
+	asm volatile("wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+		     "{%16,%17,%18,%19}, %20, 1, 1, 1, 0;\n"
+		     : HAC_WG_D8(d), HAC_WG_D8((d + 8)) : HAC_WG_A4(a), "l"(b));
+}
+
+template <>
+__device__ __forceinline__ void kda_wg_bf16<64>(float *d, const uint32_t *a, uint64_t b)
+{
+	asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+		     "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+		     "{%32,%33,%34,%35}, %36, 1, 1, 1, 0;\n"
+		     : HAC_WG_D8(d), HAC_WG_D8((d + 8)), HAC_WG_D8((d + 16)), HAC_WG_D8((d + 24))
+		     : HAC_WG_A4(a), "l"(b));
+}
+
+/* 8 k-steps of A (fragments ah, ap) times the split B at descriptors bh,
+ * bp (kblocks of 128 NV bytes), into big (hi hi) and small (the cross
+ * terms); issued and committed, not waited for. */
+template <uint32_t NV>
+__device__ __forceinline__ void kda_wg_issue(float *big, float *small, uint32_t (*ah)[4],
+					     uint32_t (*ap)[4], uint64_t bh, uint64_t bp)
+{
+	hac_wg_hold<NV / 2>(big);
+	hac_wg_hold<NV / 2>(small);
+	hac_wg_hold_a<8>(ah);
+	hac_wg_hold_a<8>(ap);
+	hac_wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < 8; kk++) {
+		const uint32_t off = ((kk >> 2) * 128 * NV + 32 * (kk & 3)) / 16;
+
+		kda_wg_tf32<NV>(big, ah[kk], bh + off);
+		kda_wg_bf16<NV>(small, ap[kk], bp + off);
+	}
+	hac_wg_commit();
+}
+
+/* 8 k-steps of A fragments, from kda_load_a2 (rows) or kda_load_at2
+ * (columns) of p with stride ld, k-step kk at p + 8 kk (rows) or p + 8 kk
+ * ld (columns). */
+template <bool COLS>
+__device__ __forceinline__ void kda_wg_frags(uint32_t (*ah)[4], uint32_t (*ap)[4],
+					     const float *p, uint32_t ld)
+{
+#pragma unroll
+	for (int kk = 0; kk < 8; kk++) {
+		const kda_fa a = COLS ? kda_load_at2(p + 8 * kk * ld, ld) :
+					kda_load_a2(p + 8 * kk, ld);
+
+#pragma unroll
+		for (int i = 0; i < 4; i++)
+			ah[kk][i] = a.x[i].hi, ap[kk][i] = a.x[i].pk;
+	}
+}
+
+/* v[i] to the split operand (hi, pk) at k = r + 8 ((i >> 1) & 1), n = 8
+ * (i >> 2) + 2 t + (i & 1): an accumulator's rows r, r + 8 (its layout). */
+template <uint32_t NV>
+__device__ __forceinline__ void kda_wg_store_acc(uint8_t *hi, uint8_t *pk, uint32_t r,
+						 const float *v)
+{
+	const uint32_t t = threadIdx.x & 3;
+
+#pragma unroll
+	for (int i = 0; i < (int)NV / 2; i++)
+		kda_wb_store<NV>(hi, pk, r + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * t + (i & 1),
+				 v[i]);
+}
+
+template <uint32_t NV>
+__device__ __forceinline__ void kda_chunk_state_wg(float *o, uint32_t H, uint32_t V,
+						   const uint32_t *seg_off,
+						   const uint32_t *seg_slot, char *state_base,
+						   uint64_t slot_stride, const float *scratch)
+{
+	const uint32_t K = 128, WP = K + 8, LP = K + 4, NA = NV / 2, KB = 128 * NV;
+	const uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+	const uint32_t g = lane >> 2, t = lane & 3;
+	const uint32_t s = blockIdx.x, h = blockIdx.y, c0 = blockIdx.z * NV;
+	const uint32_t vl = min(NV, V - c0); /* vl % 4 == 0 */
+	const uint32_t t_beg = seg_off[s], t_end = seg_off[s + 1];
+	const uint32_t r0 = 16 * warp + g;       /* the thread's rows of S: r0, r0 + 8 */
+	const uint32_t m0 = 16 * (warp & 3) + g; /* and of the chunk's u, o: m0, m0 + 8 */
+	const size_t per = kda_chunk_floats(K, V);
+
+	if (t_end <= t_beg)
+		return;
+	uint8_t *base = (uint8_t *)kda_smem;
+
+	base += (1024 - (hac_saddr(base) & 1023)) & 1023;
+	uint8_t *SBh = base, *SBp = SBh + 4 * KB, *UBh = SBp + 4 * KB, *UBp = UBh + 2 * KB;
+	float *XW = (float *)(UBp + 2 * KB), *XQ = XW + KDA_C * WP, *XK = XQ + KDA_C * WP;
+	float *Qs = XK + KDA_C * LP, *EL0 = Qs + KDA_C * KDA_Q2;
+	float *Sg = (float *)(state_base + seg_slot[s] * slot_stride) + (size_t)h * K * V + c0;
+	const float *in = scratch + ((size_t)(t_beg / KDA_C + s) * H + h) * per;
+	const uint64_t dSh = hac_wg_desc(SBh), dSp = hac_wg_desc(SBp);
+	const uint64_t dUh = hac_wg_desc(UBh), dUp = hac_wg_desc(UBp);
+	/* S: sr[4 j + q] at row r0 + 8 (q >> 1), column 8 j + 2 t + (q & 1)
+	 * (the accumulator's layout); u, QG S and o the same at rows m0. */
+	float sr[NA];
+
+	kda_copy_tile(XW, WP, in, K, KDA_C, K, K, KDA_C);
+	kda_copy_tile(XQ, WP, in + KDA_OFF_QG(K), K, KDA_C, K, K, KDA_C);
+	__pipeline_commit();
+	kda_copy_tile(Qs, KDA_Q2, in + KDA_OFF_Q(K, V), KDA_C, KDA_C, KDA_C, KDA_C, KDA_C);
+	kda_copy_tile(EL0, K, in + KDA_OFF_EL(K), K, 1, K, K, 1);
+	__pipeline_commit();
+	kda_copy_tile(XK, LP, in + KDA_OFF_KL(K), K, KDA_C, K, K, KDA_C);
+	__pipeline_commit();
+#pragma unroll
+	for (int j = 0; j < (int)NV / 8; j++)
+#pragma unroll
+		for (int hh = 0; hh < 2; hh++) {
+			const uint32_t col = 8 * j + 2 * t;
+			const float *p = Sg + (size_t)(r0 + 8 * hh) * V + col;
+			const float2 x = col < vl ? *(const float2 *)p : make_float2(0.0f, 0.0f);
+
+			sr[4 * j + 2 * hh] = x.x, sr[4 * j + 2 * hh + 1] = x.y;
+		}
+	kda_wg_store_acc<NV>(SBh, SBp, r0, sr);
+	hac_fence_async();
+
+	for (uint32_t t0 = t_beg, ci = 0; t0 < t_end; t0 += KDA_C, ci++) {
+		const uint32_t n = min(KDA_C, t_end - t0), b = ci & 1;
+		const bool more = t0 + KDA_C < t_end;
+		const float *nx = in + (size_t)H * per; /* the next chunk's slot */
+		float *EL = EL0 + b * K, *ELn = EL0 + (b ^ 1) * K;
+		float qo[NA]; /* warpgroup 1: QG S, then o */
+		uint32_t ah[8][4], ap[8][4];
+
+		/* W, QG and SB are in; Q, EL and KL may be on their way. */
+		__pipeline_wait_prior(1);
+		__syncthreads();
+
+		/* Phase A: W S (warpgroup 0), QG S (warpgroup 1), in two
+		 * halves of K that reuse the fragments' registers. */
+		{
+			const float *X = (wg ? XQ : XW) + 16 * (warp & 3) * WP;
+			float big[NA], small[NA], up[NA];
+
+			/* U' (zeros past its rows and columns), in flight
+			 * through the products */
+#pragma unroll
+			for (int j = 0; j < (int)NV / 8; j++)
+#pragma unroll
+				for (int hh = 0; hh < 2; hh++) {
+					const uint32_t col = 8 * j + 2 * t;
+					const float *p = in + KDA_OFF_U(K) +
+							 (size_t)(m0 + 8 * hh) * V + c0 + col;
+					const float2 x = wg == 0 && col < vl ?
+								 __ldg((const float2 *)p) :
+								 make_float2(0.0f, 0.0f);
+
+					up[4 * j + 2 * hh] = x.x, up[4 * j + 2 * hh + 1] = x.y;
+				}
+#pragma unroll
+			for (int i = 0; i < (int)NA; i++)
+				big[i] = small[i] = 0.0f;
+#pragma unroll
+			for (int half = 0; half < 2; half++) {
+				kda_wg_frags<false>(ah, ap, X + 64 * half, WP);
+				kda_wg_issue<NV>(big, small, ah, ap, dSh + half * 2 * KB / 16,
+						 dSp + half * 2 * KB / 16);
+				hac_wg_wait<0>();
+			}
+			hac_wg_hold<NA>(big);
+			hac_wg_hold<NA>(small);
+#pragma unroll
+			for (int i = 0; i < (int)NA; i++)
+				qo[i] = wg ? big[i] + small[i] : up[i] - (big[i] + small[i]);
+			if (wg == 0) {
+				kda_wg_store_acc<NV>(UBh, UBp, m0, qo);
+				hac_fence_async();
+			}
+		}
+		/* This chunk's Q, EL and KL are in; W and QG are done with:
+		 * the next chunk's take their room. */
+		__pipeline_wait_prior(0);
+		__syncthreads();
+		if (more) {
+			kda_copy_tile(XW, WP, nx, K, KDA_C, K, K, KDA_C);
+			kda_copy_tile(XQ, WP, nx + KDA_OFF_QG(K), K, KDA_C, K, K, KDA_C);
+		}
+		__pipeline_commit();
+
+		/* Phase B: S = EL * S + KL^T u on each warpgroup's rows; then
+		 * warpgroup 1 o = QG S + Q u. */
+		{
+			const float e0 = EL[r0], e1 = EL[r0 + 8];
+			float ss[NA];
+
+#pragma unroll
+			for (int i = 0; i < (int)NA; i++)
+				sr[i] *= (i & 2) ? e1 : e0, ss[i] = 0.0f;
+			kda_wg_frags<true>(ah, ap, XK + 16 * warp, LP);
+			kda_wg_issue<NV>(sr, ss, ah, ap, dUh, dUp);
+			hac_wg_wait<0>();
+			hac_wg_hold<NA>(sr);
+			hac_wg_hold<NA>(ss);
+#pragma unroll
+			for (int i = 0; i < (int)NA; i++)
+				sr[i] += ss[i];
+			kda_wg_store_acc<NV>(SBh, SBp, r0, sr);
+			if (wg == 1) {
+#pragma unroll
+				for (int i = 0; i < (int)NA; i++)
+					ss[i] = 0.0f;
+				kda_wg_frags<false>(ah, ap, Qs + 16 * (warp & 3) * KDA_Q2, KDA_Q2);
+				kda_wg_issue<NV>(qo, ss, ah, ap, dUh, dUp);
+				hac_wg_wait<0>();
+				hac_wg_hold<NA>(qo);
+				hac_wg_hold<NA>(ss);
+#pragma unroll
+				for (int j = 0; j < (int)NV / 8; j++)
+#pragma unroll
+					for (int hh = 0; hh < 2; hh++) {
+						const uint32_t r = m0 + 8 * hh, col = 8 * j + 2 * t;
+						const int i = 4 * j + 2 * hh;
+						float *op = o + ((size_t)(t0 + r) * H + h) * V + c0;
+
+						if (col < vl && r < n)
+							*(float2 *)(op + col) =
+								make_float2(qo[i] + ss[i],
+									    qo[i + 1] + ss[i + 1]);
+					}
+			}
+			hac_fence_async();
+		}
+		__syncthreads();
+
+		/* Q, EL and KL are done with: the next chunk's take their room. */
+		if (more) {
+			kda_copy_tile(Qs, KDA_Q2, nx + KDA_OFF_Q(K, V), KDA_C, KDA_C, KDA_C, KDA_C,
+				      KDA_C);
+			kda_copy_tile(ELn, K, nx + KDA_OFF_EL(K), K, 1, K, K, 1);
+			kda_copy_tile(XK, LP, nx + KDA_OFF_KL(K), K, KDA_C, K, K, KDA_C);
+		}
+		__pipeline_commit();
+		in = nx;
+	}
+#pragma unroll
+	for (int j = 0; j < (int)NV / 8; j++)
+#pragma unroll
+		for (int hh = 0; hh < 2; hh++) {
+			const uint32_t col = 8 * j + 2 * t;
+
+			if (col < vl)
+				*(float2 *)(Sg + (size_t)(r0 + 8 * hh) * V + col) =
+					make_float2(sr[4 * j + 2 * hh], sr[4 * j + 2 * hh + 1]);
+		}
+}
+
+#define KDA_CHUNK_STATE_WG(name, NV)                                                          \
+	HACCEL_K void __launch_bounds__(256, 1)                                               \
+		name(float *o, uint32_t H, uint32_t K, uint32_t V, const uint32_t *seg_off,   \
+		     const uint32_t *seg_slot, char *state_base, uint64_t slot_stride,        \
+		     const float *scratch)                                                    \
+	{                                                                                     \
+		HAC_PDL();                                                                    \
+		(void)K;                                                                      \
+		kda_chunk_state_wg<NV>(o, H, V, seg_off, seg_slot, state_base, slot_stride,   \
+				       scratch);                                              \
+	}
+
+KDA_CHUNK_STATE_WG(haccel_kda_chunk_state_wg32, 32)
+KDA_CHUNK_STATE_WG(haccel_kda_chunk_state_wg64, 64)
+
+/*
+ * The warpgroup products of haccel_kda_chunk_state_wg on their own, for
+ * gpu-kda: c [64][NV] = A B, A [64][K] (or, with ta, its transpose stored
+ * [K][64]) and B [K][NV] fp32 row-major, K = 64 or 128: B split through
+ * kda_wb_store, A's fragments by kda_wg_frags from global memory, the
+ * products by kda_wg_issue. part 1 keeps only the tf32 products (hi hi),
+ * part 2 only the cross terms, 0 both (to tell a layout fault in one
+ * from the other). One block of one warpgroup; shared memory 2 K NV * 4
+ * bytes plus 1024 (alignment).
+ */
+template <uint32_t NV>
+__device__ __forceinline__ void kda_wg_matmul(float *c, const float *a, const float *b,
+					      uint32_t K, uint32_t ta, uint32_t part)
+{
+	const uint32_t tid = threadIdx.x, warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
+	const uint32_t NA = NV / 2, KB = 128 * NV, m0 = 16 * warp + g;
+	uint8_t *base = (uint8_t *)kda_smem;
+
+	base += (1024 - (hac_saddr(base) & 1023)) & 1023;
+	uint8_t *Bh = base, *Bp = base + (K / 32) * KB;
+	const uint64_t dh = hac_wg_desc(Bh), dp = hac_wg_desc(Bp);
+	float big[NA], small[NA];
+	uint32_t ah[8][4], ap[8][4];
+
+	for (uint32_t x = tid; x < K * NV; x += 128)
+		kda_wb_store<NV>(Bh, Bp, x / NV, x % NV, b[x]);
+	hac_fence_async();
+	__syncthreads();
+#pragma unroll
+	for (int i = 0; i < (int)NA; i++)
+		big[i] = small[i] = 0.0f;
+	for (uint32_t half = 0; half < K / 64; half++) {
+		if (ta)
+			kda_wg_frags<true>(ah, ap, a + 64 * half * 64 + 16 * warp, 64);
+		else
+			kda_wg_frags<false>(ah, ap, a + 16 * warp * K + 64 * half, K);
+		kda_wg_issue<NV>(big, small, ah, ap, dh + half * 2 * KB / 16,
+				 dp + half * 2 * KB / 16);
+		hac_wg_wait<0>();
+	}
+	hac_wg_hold<NA>(big);
+	hac_wg_hold<NA>(small);
+#pragma unroll
+	for (int i = 0; i < (int)NA; i++)
+		c[(m0 + 8 * ((i >> 1) & 1)) * NV + 8 * (i >> 2) + 2 * t + (i & 1)] =
+			(part == 2 ? 0.0f : big[i]) + (part == 1 ? 0.0f : small[i]);
+}
+
+HACCEL_K void __launch_bounds__(128)
+	haccel_kda_wg_matmul(float *c, const float *a, const float *b, uint32_t K, uint32_t NV,
+			     uint32_t ta, uint32_t part)
+{
+	HAC_PDL();
+	if (NV == 64)
+		kda_wg_matmul<64>(c, a, b, K, ta, part);
+	else
+		kda_wg_matmul<32>(c, a, b, K, ta, part);
+}

@@ -732,6 +732,134 @@ static void t_chunked_sizes(void)
 	gpu_close();
 }
 
+/* x cut to tf32 (the kernels' hi) and rounded to bf16 (to nearest even) */
+static float wg_hi(float x)
+{
+	uint32_t u;
+
+	memcpy(&u, &x, 4);
+	u &= 0xffffe000u;
+	memcpy(&x, &u, 4);
+	return x;
+}
+
+static float wg_bf16(float x)
+{
+	uint32_t u;
+
+	memcpy(&u, &x, 4);
+	u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+	memcpy(&x, &u, 4);
+	return x;
+}
+
+/* Element (m, n) of part `part` of A B (see t_wg_matmul) in double; the
+ * sum of its terms' magnitudes in *mag. */
+static double wg_ref(const float *a, const float *b, uint32_t K, uint32_t NV, uint32_t ta,
+		     uint32_t m, uint32_t n, uint32_t part, double *mag)
+{
+	double ref = 0.0;
+
+	*mag = 0.0;
+	for (uint32_t k = 0; k < K; k++) {
+		float x = ta ? a[(size_t)k * 64 + m] : a[(size_t)m * K + k];
+		float y = b[(size_t)k * NV + n];
+		float xh = wg_hi(x), yh = wg_hi(y);
+		double v = part == 1 ? (double)xh * yh :
+			   part == 2 ? (double)wg_bf16(x) * wg_bf16(y - yh) +
+					       (double)wg_bf16(x - xh) * wg_bf16(y) :
+				       (double)x * y;
+
+		ref += v, *mag += fabs(v);
+	}
+	return ref;
+}
+
+/* One shape of t_wg_matmul, its three parts. */
+static void wg_matmul_case(struct haccel__gpu *g, uint32_t K, uint32_t NV, uint32_t ta)
+{
+	static const char *const what[] = { "split product", "tf32 hi hi", "bf16 cross terms" };
+	float *a = rnd((size_t)64 * K, -1.0f, 1.0f), *b = rnd((size_t)K * NV, -1.0f, 1.0f);
+	float *c = hbuf((size_t)64 * NV);
+
+	for (size_t i = 0; i < (size_t)64 * K; i += 7)
+		a[i] *= (i & 8) ? 1024.0f : 1.0f / 1024.0f;
+	for (size_t i = 0; i < (size_t)K * NV; i += 5)
+		b[i] *= (i & 4) ? 1024.0f : 1.0f / 1024.0f;
+	haccel__dptr da = gpu_up(a, (size_t)64 * K * 4), db = gpu_up(b, (size_t)K * NV * 4);
+	haccel__dptr dc = gpu_alloc((size_t)64 * NV * 4);
+
+	for (uint32_t part = 0; part < 3; part++) {
+		double worst = 0.0;
+		int bad = 0;
+
+		KTAP_ASSERT_EQ(haccel__cuda_kda_wg_matmul(g, NULL, dc, da, db, K, NV, ta, part), 0);
+		gpu_down(c, dc, (size_t)64 * NV * 4);
+		for (uint32_t m = 0; m < 64; m++)
+			for (uint32_t n = 0; n < NV; n++) {
+				double mag, ref = wg_ref(a, b, K, NV, ta, m, n, part, &mag);
+				double e = fabs(c[m * NV + n] - ref) / (mag > 0.0 ? mag : 1.0);
+
+				worst = e > worst ? e : worst;
+				bad += !(e <= 0x1p-15);
+			}
+		ktap_diag("wg matmul K=%u NV=%u %s, %s: worst %.3g of its terms' sum (bound %.3g)",
+			  K, NV, ta ? "A^T" : "A", what[part], worst, 0x1p-15);
+		KTAP_EXPECT_EQ(bad, 0);
+	}
+}
+
+/* The warpgroup product of pass 2 on its own (the B operand's split
+ * layout, the A fragments' order), each of its parts against its exact
+ * value in double: the tf32 products of the high parts, the bf16 cross
+ * terms x lo' + lo x', and their sum against the fp32 product, each
+ * element within 2^-15 of the sum of its terms' magnitudes (the parts'
+ * products are exact in fp32, so what is left is the tensor cores' fp32
+ * sums; a split product is within 1.2 2^-17 of x y, and without its cross
+ * terms it would be about 2^-10 off). 32 and 64 columns, K 64 and 128, A
+ * as rows or stored transposed, entries over 2^+-10. */
+static void t_wg_matmul(void)
+{
+	struct haccel__gpu *g = gpu_open();
+
+	for (uint32_t K = 64; K <= 128; K += 64)
+		for (uint32_t NV = 32; NV <= 64; NV += 32)
+			for (uint32_t ta = 0; ta < 2; ta++)
+				wg_matmul_case(g, K, NV, ta);
+	KTAP_EXPECT_EQ(haccel__cuda_kda_wg_matmul(g, NULL, 0, 0, 0, 96, 32, 0, 0), -EINVAL);
+	KTAP_EXPECT_EQ(haccel__cuda_kda_wg_matmul(g, NULL, 0, 0, 0, 64, 48, 0, 0), -EINVAL);
+	KTAP_EXPECT_EQ(haccel__cuda_kda_wg_matmul(g, NULL, 0, 0, 0, 64, 32, 0, 3), -EINVAL);
+	hfree_all();
+	gpu_close();
+}
+
+/* Each kernel of pass 2 for K = 128 (the library picks one by the grid;
+ * HACCEL_KDA_PASS2 does for a process): mma.sync, and the warpgroup MMA
+ * with 32 and 64 columns of V a block, each with a part last tile. */
+static void t_chunked_pass2(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const uint32_t lens[] = { 200, 64, 1, 130 };
+	static const int pick[] = { 1, 32, 64 };
+	static const char *const name[] = { "mma", "wg32", "wg64" };
+	int keep = g->kda_pass2;
+	struct segs sg;
+
+	segs_make(&sg, lens, 4);
+	for (int i = 0; i < 3; i++) {
+		char what[32];
+
+		g->kda_pass2 = pick[i];
+		snprintf(what, sizeof(what), "%s mixed", name[i]);
+		chunked_vs_cpu(g, &sg, 2, 128, 128, G_MIXED, what);
+		snprintf(what, sizeof(what), "%s bursts", name[i]);
+		chunked_vs_cpu(g, &sg, 3, 128, 100, G_BURST, what);
+	}
+	g->kda_pass2 = keep;
+	hfree_all();
+	gpu_close();
+}
+
 /* One sequence of 200 tokens as calls of 70 and 130 (chunks restart at
  * each call; the state carries over) against one CPU recurrent call. */
 static void t_chunked_split(void)
@@ -821,6 +949,8 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_chunked_segments),
 	KTAP_CASE(t_chunked_hard_gates),
 	KTAP_CASE(t_chunked_sizes),
+	KTAP_CASE(t_wg_matmul),
+	KTAP_CASE(t_chunked_pass2),
 	KTAP_CASE(t_chunked_split),
 	KTAP_CASE(t_bad_args),
 };

@@ -44,6 +44,12 @@ int haccel__gpu_get(struct haccel_ctx *ctx, struct haccel__gpu **out)
 	g->cu = cu;
 	env = getenv("HACCEL_GEMM");
 	g->gemm_lt_only = env && !strcmp(env, "cublaslt");
+	env = getenv("HACCEL_KDA_PASS2");
+	g->kda_pass2 = !env		       ? 0 :
+		       !strcmp(env, "mma")  ? 1 :
+		       !strcmp(env, "wg32") ? 32 :
+		       !strcmp(env, "wg64") ? 64 :
+					      0;
 	env = getenv("HACCEL_PDL");
 	g->pdl = cu->cc_major >= 9 && !(env && !strcmp(env, "0"));
 	ret = HACCEL__CU(ctx, cu->ModuleLoadData(&g->module, haccel__fatbin));

@@ -177,6 +177,13 @@ int haccel__cuda_kda_chunked(struct haccel__gpu *g, void *stream,
 			     uint32_t n_seg, haccel__dptr seg_off,
 			     haccel__dptr seg_slot, haccel__dptr state_base,
 			     uint64_t slot_stride, haccel__dptr scratch);
+/* For gpu-kda: the warpgroup product of the chunked form's pass 2 on its
+ * own, c [64][NV] = A B (fp32, row-major; A [64][K], or stored [K][64]
+ * with ta), K 64 or 128, NV 32 or 64; part 1 only its tf32 products of
+ * the high parts, 2 only its bf16 cross terms, 0 both. */
+int haccel__cuda_kda_wg_matmul(struct haccel__gpu *g, void *stream, haccel__dptr c,
+			       haccel__dptr a, haccel__dptr b, uint32_t K, uint32_t NV,
+			       uint32_t ta, uint32_t part);
 int haccel__cuda_gated_rmsnorm(struct haccel__gpu *g, void *stream,
 			       haccel__dptr o, haccel__dptr gate, haccel__dptr w,
 			       uint32_t T, uint32_t H, uint32_t V, float eps);

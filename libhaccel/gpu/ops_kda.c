@@ -215,6 +215,14 @@ static size_t prep_smem(uint32_t K, uint32_t V)
 	return 4 * (size_t)KDA_C * (3 * ((D + 15) / 16 * 16 + 8) + 1);
 }
 
+/* kernels/kda.cu's KDA_WG_SMEM(NV): haccel_kda_chunk_state_wg32, _wg64
+ * (K = 128, NV columns of V a block) */
+static unsigned int state_wg_smem(uint32_t NV)
+{
+	return 1024u + 12u * 128u * NV +
+	       4u * (2u * KDA_C * 136u + KDA_C * 132u + KDA_C * (KDA_C + 8u) + 2u * 128u);
+}
+
 static size_t state_smem(uint32_t K)
 {
 	if (K <= 128) /* kda_state2_smem */
@@ -254,17 +262,30 @@ int haccel__cuda_kda_chunked(struct haccel__gpu *g, void *stream, haccel__dptr q
 		return -EINVAL;
 	/* Pass 2 has a kernel for K <= 128 and one for wider keys; K = 128
 	 * (and V = 128 in pass 1), the model's heads, have their own with
-	 * constant strides. */
+	 * constant strides. K = 128 runs on the warpgroup MMA, in blocks of
+	 * 64 columns of V where those of 32 would take more than one wave
+	 * (a block an SM); HACCEL_KDA_PASS2 = mma, wg32 or wg64 picks one. */
 	FN(K == 128 && V == 128 ? "haccel_kda_chunk_prep_128" : "haccel_kda_chunk_prep");
+	uint64_t sms = (uint64_t)(g->cu->sm_count > 0 ? g->cu->sm_count : 1);
+	bool wg = K == 128 && g->kda_pass2 != 1;
+	uint32_t tile = KDA_TILE_V;
+
+	if (wg && (g->kda_pass2 == 64 ||
+		   (!g->kda_pass2 && (uint64_t)n_seg * H * ((V + 31) / 32) > sms)))
+		tile = 64;
 	ret = haccel__gpu_fn(g,
-			     K == 128 ? "haccel_kda_chunk_state2_128" :
-			     K < 128  ? "haccel_kda_chunk_state2" :
-					"haccel_kda_chunk_state",
+			     wg && tile == 64 ? "haccel_kda_chunk_state_wg64" :
+			     wg		      ? "haccel_kda_chunk_state_wg32" :
+			     K == 128	      ? "haccel_kda_chunk_state2_128" :
+			     K < 128	      ? "haccel_kda_chunk_state2" :
+						"haccel_kda_chunk_state",
 			     &state_fn);
 	if (ret)
 		return ret;
 	if ((int)state_smem(KDA_MAX_K) > smem_max)
 		smem_max = (int)state_smem(KDA_MAX_K);
+	if ((int)state_wg_smem(64) > smem_max)
+		smem_max = (int)state_wg_smem(64);
 	ret = HACCEL__CU(g->ctx, g->cu->FuncSetAttribute(fn, HACCEL__CU_FUNC_ATTR_MAX_DYN_SMEM,
 							 smem_max));
 	if (!ret)
@@ -278,9 +299,28 @@ int haccel__cuda_kda_chunked(struct haccel__gpu *g, void *stream, haccel__dptr q
 			     &K, &V, &n_seg, &seg_off, &scratch);
 	if (ret)
 		return ret;
-	return HACCEL__LAUNCH(g, state_fn, n_seg, H, (V + KDA_TILE_V - 1) / KDA_TILE_V, 256, 1,
-			      1, (unsigned int)state_smem(K), stream, &o, &H, &K, &V, &seg_off,
-			      &seg_slot, &state_base, &slot_stride, &scratch);
+	unsigned int smem = wg ? state_wg_smem(tile) : (unsigned int)state_smem(K);
+
+	return HACCEL__LAUNCH(g, state_fn, n_seg, H, (V + tile - 1) / tile, 256, 1, 1, smem,
+			      stream, &o, &H, &K, &V, &seg_off, &seg_slot, &state_base,
+			      &slot_stride, &scratch);
+}
+
+int haccel__cuda_kda_wg_matmul(struct haccel__gpu *g, void *stream, haccel__dptr c,
+			       haccel__dptr a, haccel__dptr b, uint32_t K, uint32_t NV,
+			       uint32_t ta, uint32_t part)
+{
+	unsigned int smem = 1024u + 2u * K * NV * 4u;
+
+	if ((K != 64 && K != 128) || (NV != 32 && NV != 64) || part > 2 || misaligned(a))
+		return -EINVAL;
+	FN("haccel_kda_wg_matmul");
+	ret = HACCEL__CU(g->ctx,
+			 g->cu->FuncSetAttribute(fn, HACCEL__CU_FUNC_ATTR_MAX_DYN_SMEM, (int)smem));
+	if (ret)
+		return ret;
+	return HACCEL__LAUNCH(g, fn, 1, 1, 1, 128, 1, 1, smem, stream, &c, &a, &b, &K, &NV, &ta,
+			      &part);
 }
 
 /* Blocks of 8 rows for the T x H rows: -EINVAL past the grid, 0 when
