@@ -578,12 +578,12 @@ __device__ __forceinline__ void kda_mma3(float big[4], float small[4], const kda
 template <uint32_t NT = KDA_THREADS>
 __device__ __forceinline__ void kda_copy_tile(float *dst, uint32_t ss, const float *src,
 					      size_t gs, uint32_t rows, uint32_t cols,
-					      uint32_t lim, uint32_t rn)
+					      uint32_t lim, uint32_t rn, uint32_t me = threadIdx.x)
 {
 	const uint32_t c4 = cols / 4;
 
 #pragma unroll 8
-	for (uint32_t x = threadIdx.x; x < rows * c4; x += NT) {
+	for (uint32_t x = me; x < rows * c4; x += NT) {
 		const uint32_t r = x / c4, c = 4 * (x % c4);
 
 		if (c < lim && r < rn)
@@ -1590,8 +1590,9 @@ KDA_CHUNK_STATE(haccel_kda_chunk_state2_128, kda_chunk_state2<128>)
  * Shared memory, 1024-byte aligned: SB hi, pk [4][NV][128 bytes]; UB hi,
  * pk [2][NV][128 bytes]; then (floats) W, QG [KDA_C][K + 8], KL [KDA_C][K
  * + 4], Q [KDA_C][KDA_Q2], EL0, EL1 [K]. U' is read from global memory
- * into registers at the start of each chunk. Copies otherwise as in
- * kda_chunk_state2.
+ * into registers at the start of each chunk; the next chunk's W and QG
+ * are copied during phase B, its KL and EL during phase A, its Q after
+ * the o that reads this one.
  */
 #define KDA_WG_SMEM(NV) (1024u + 12u * 128u * (NV) + 4u * (2u * KDA_C * 136u + KDA_C * 132u + \
 							     KDA_C * KDA_Q2 + 2u * 128u))
@@ -1718,6 +1719,39 @@ __device__ __forceinline__ void kda_wg_store_acc(uint8_t *hi, uint8_t *pk, uint3
 				 v[i]);
 }
 
+/* Warpgroup 1's o = QG S + Q u of the chunk at t0 (n tokens): qo holds
+ * QG S; ah, ap and ss are scratch. */
+template <uint32_t NV>
+__device__ __forceinline__ void kda_wg_out(float *o, uint32_t H, uint32_t V, uint32_t h,
+					   uint32_t c0, uint32_t vl, uint32_t t0, uint32_t n,
+					   float *qo, float *ss, uint32_t (*ah)[4], uint32_t (*ap)[4],
+					   const float *Qs, uint64_t dUh, uint64_t dUp)
+{
+	const uint32_t warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+	const uint32_t m0 = 16 * (warp & 3) + g;
+	float *op = o + ((size_t)t0 * H + h) * V + c0;
+
+#pragma unroll
+	for (int i = 0; i < (int)NV / 2; i++)
+		ss[i] = 0.0f;
+	kda_wg_frags<false>(ah, ap, Qs + 16 * (warp & 3) * KDA_Q2, KDA_Q2);
+	kda_wg_issue<NV>(qo, ss, ah, ap, dUh, dUp);
+	hac_wg_wait<0>();
+	hac_wg_hold<NV / 2>(qo);
+	hac_wg_hold<NV / 2>(ss);
+#pragma unroll
+	for (int j = 0; j < (int)NV / 8; j++)
+#pragma unroll
+		for (int hh = 0; hh < 2; hh++) {
+			const uint32_t r = m0 + 8 * hh, col = 8 * j + 2 * t;
+			const int i = 4 * j + 2 * hh;
+
+			if (col < vl && r < n)
+				*(float2 *)(op + (size_t)r * H * V + col) =
+					make_float2(qo[i] + ss[i], qo[i + 1] + ss[i + 1]);
+		}
+}
+
 template <uint32_t NV>
 __device__ __forceinline__ void kda_chunk_state_wg(float *o, uint32_t H, uint32_t V,
 						   const uint32_t *seg_off,
@@ -1726,7 +1760,7 @@ __device__ __forceinline__ void kda_chunk_state_wg(float *o, uint32_t H, uint32_
 {
 	const uint32_t K = 128, WP = K + 8, LP = K + 4, NA = NV / 2, KB = 128 * NV;
 	const uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
-	const uint32_t g = lane >> 2, t = lane & 3;
+	const uint32_t g = lane >> 2, t = lane & 3, me = tid & 127;
 	const uint32_t s = blockIdx.x, h = blockIdx.y, c0 = blockIdx.z * NV;
 	const uint32_t vl = min(NV, V - c0); /* vl % 4 == 0 */
 	const uint32_t t_beg = seg_off[s], t_end = seg_off[s + 1];
@@ -1748,15 +1782,19 @@ __device__ __forceinline__ void kda_chunk_state_wg(float *o, uint32_t H, uint32_
 	const uint64_t dUh = hac_wg_desc(UBh), dUp = hac_wg_desc(UBp);
 	/* S: sr[4 j + q] at row r0 + 8 (q >> 1), column 8 j + 2 t + (q & 1)
 	 * (the accumulator's layout); u, QG S and o the same at rows m0. */
-	float sr[NA];
+	float sr[NA], qo[NA], ss[NA];
+	uint32_t ah[8][4], ap[8][4];
 
-	kda_copy_tile(XW, WP, in, K, KDA_C, K, K, KDA_C);
-	kda_copy_tile(XQ, WP, in + KDA_OFF_QG(K), K, KDA_C, K, K, KDA_C);
-	__pipeline_commit();
-	kda_copy_tile(Qs, KDA_Q2, in + KDA_OFF_Q(K, V), KDA_C, KDA_C, KDA_C, KDA_C, KDA_C);
-	kda_copy_tile(EL0, K, in + KDA_OFF_EL(K), K, 1, K, K, 1);
-	__pipeline_commit();
-	kda_copy_tile(XK, LP, in + KDA_OFF_KL(K), K, KDA_C, K, K, KDA_C);
+	if (wg == 0) {
+		kda_copy_tile<128>(XW, WP, in, K, KDA_C, K, K, KDA_C, me);
+		__pipeline_commit();
+		kda_copy_tile<128>(XK, LP, in + KDA_OFF_KL(K), K, KDA_C, K, K, KDA_C, me);
+		kda_copy_tile<128>(EL0, K, in + KDA_OFF_EL(K), K, 1, K, K, 1, me);
+	} else {
+		kda_copy_tile<128>(XQ, WP, in + KDA_OFF_QG(K), K, KDA_C, K, K, KDA_C, me);
+		kda_copy_tile<128>(Qs, KDA_Q2, in + KDA_OFF_Q(K, V), KDA_C, KDA_C, KDA_C, KDA_C,
+				   KDA_C, me);
+	}
 	__pipeline_commit();
 #pragma unroll
 	for (int j = 0; j < (int)NV / 8; j++)
@@ -1775,20 +1813,40 @@ __device__ __forceinline__ void kda_chunk_state_wg(float *o, uint32_t H, uint32_
 		const uint32_t n = min(KDA_C, t_end - t0), b = ci & 1;
 		const bool more = t0 + KDA_C < t_end;
 		const float *nx = in + (size_t)H * per; /* the next chunk's slot */
-		float *EL = EL0 + b * K, *ELn = EL0 + (b ^ 1) * K;
-		float qo[NA]; /* warpgroup 1: QG S, then o */
-		uint32_t ah[8][4], ap[8][4];
+		float *EL = EL0 + b * K;
 
-		/* W, QG and SB are in; Q, EL and KL may be on their way. */
-		__pipeline_wait_prior(1);
+		/* This warpgroup's copies for phase A are in (warpgroup 0: W;
+		 * KL and EL of chunk 0 may be on their way; warpgroup 1: QG and
+		 * the Q of the chunk before); SB is complete; phase B's reads
+		 * of KL and EL are done. */
+		if (wg == 0 && ci == 0)
+			__pipeline_wait_prior(1);
+		else
+			__pipeline_wait_prior(0);
 		__syncthreads();
+		if (wg == 0 && ci) {
+			kda_copy_tile<128>(XK, LP, in + KDA_OFF_KL(K), K, KDA_C, K, K, KDA_C, me);
+			kda_copy_tile<128>(EL, K, in + KDA_OFF_EL(K), K, 1, K, K, 1, me);
+			__pipeline_commit();
+		}
 
-		/* Phase A: W S (warpgroup 0), QG S (warpgroup 1), in two
-		 * halves of K that reuse the fragments' registers. */
+		/* Phase A: W S (warpgroup 0); the last chunk's o, then QG S
+		 * (warpgroup 1); in two halves of K that reuse the fragments'
+		 * registers. */
 		{
 			const float *X = (wg ? XQ : XW) + 16 * (warp & 3) * WP;
 			float big[NA], small[NA], up[NA];
 
+			if (wg == 1 && ci) {
+				kda_wg_out<NV>(o, H, V, h, c0, vl, t0 - KDA_C, KDA_C, qo, ss, ah, ap,
+					       Qs, dUh, dUp);
+				/* UB and Q are done with: warpgroup 0 may
+				 * rewrite UB; this chunk's Q takes Q's room. */
+				asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+				kda_copy_tile<128>(Qs, KDA_Q2, in + KDA_OFF_Q(K, V), KDA_C, KDA_C,
+						   KDA_C, KDA_C, KDA_C, me);
+				__pipeline_commit();
+			}
 			/* U' (zeros past its rows and columns), in flight
 			 * through the products */
 #pragma unroll
@@ -1820,25 +1878,29 @@ __device__ __forceinline__ void kda_chunk_state_wg(float *o, uint32_t H, uint32_
 			for (int i = 0; i < (int)NA; i++)
 				qo[i] = wg ? big[i] + small[i] : up[i] - (big[i] + small[i]);
 			if (wg == 0) {
+				if (ci)
+					asm volatile("bar.sync 1, 256;\n" ::: "memory");
 				kda_wg_store_acc<NV>(UBh, UBp, m0, qo);
 				hac_fence_async();
+				/* KL and EL (this warpgroup's copies) are in. */
+				__pipeline_wait_prior(0);
 			}
 		}
-		/* This chunk's Q, EL and KL are in; W and QG are done with:
-		 * the next chunk's take their room. */
-		__pipeline_wait_prior(0);
+		/* UB is complete, W and QG are done with: the next chunk's take
+		 * their room. */
 		__syncthreads();
 		if (more) {
-			kda_copy_tile(XW, WP, nx, K, KDA_C, K, K, KDA_C);
-			kda_copy_tile(XQ, WP, nx + KDA_OFF_QG(K), K, KDA_C, K, K, KDA_C);
+			if (wg == 0)
+				kda_copy_tile<128>(XW, WP, nx, K, KDA_C, K, K, KDA_C, me);
+			else
+				kda_copy_tile<128>(XQ, WP, nx + KDA_OFF_QG(K), K, KDA_C, K, K,
+						   KDA_C, me);
+			__pipeline_commit();
 		}
-		__pipeline_commit();
 
-		/* Phase B: S = EL * S + KL^T u on each warpgroup's rows; then
-		 * warpgroup 1 o = QG S + Q u. */
+		/* Phase B: S = EL * S + KL^T u on each warpgroup's rows. */
 		{
 			const float e0 = EL[r0], e1 = EL[r0 + 8];
-			float ss[NA];
 
 #pragma unroll
 			for (int i = 0; i < (int)NA; i++)
@@ -1852,41 +1914,15 @@ __device__ __forceinline__ void kda_chunk_state_wg(float *o, uint32_t H, uint32_
 			for (int i = 0; i < (int)NA; i++)
 				sr[i] += ss[i];
 			kda_wg_store_acc<NV>(SBh, SBp, r0, sr);
-			if (wg == 1) {
-#pragma unroll
-				for (int i = 0; i < (int)NA; i++)
-					ss[i] = 0.0f;
-				kda_wg_frags<false>(ah, ap, Qs + 16 * (warp & 3) * KDA_Q2, KDA_Q2);
-				kda_wg_issue<NV>(qo, ss, ah, ap, dUh, dUp);
-				hac_wg_wait<0>();
-				hac_wg_hold<NA>(qo);
-				hac_wg_hold<NA>(ss);
-#pragma unroll
-				for (int j = 0; j < (int)NV / 8; j++)
-#pragma unroll
-					for (int hh = 0; hh < 2; hh++) {
-						const uint32_t r = m0 + 8 * hh, col = 8 * j + 2 * t;
-						const int i = 4 * j + 2 * hh;
-						float *op = o + ((size_t)(t0 + r) * H + h) * V + c0;
-
-						if (col < vl && r < n)
-							*(float2 *)(op + col) =
-								make_float2(qo[i] + ss[i],
-									    qo[i + 1] + ss[i + 1]);
-					}
-			}
 			hac_fence_async();
 		}
-		__syncthreads();
-
-		/* Q, EL and KL are done with: the next chunk's take their room. */
-		if (more) {
-			kda_copy_tile(Qs, KDA_Q2, nx + KDA_OFF_Q(K, V), KDA_C, KDA_C, KDA_C, KDA_C,
-				      KDA_C);
-			kda_copy_tile(ELn, K, nx + KDA_OFF_EL(K), K, 1, K, K, 1);
-			kda_copy_tile(XK, LP, nx + KDA_OFF_KL(K), K, KDA_C, K, K, KDA_C);
+		if (!more && wg == 1) {
+			/* The last chunk's o: its Q (copied by this
+			 * warpgroup during its phase A) in first. */
+			__pipeline_wait_prior(0);
+			asm volatile("bar.sync 2, 128;\n" ::: "memory");
+			kda_wg_out<NV>(o, H, V, h, c0, vl, t0, n, qo, ss, ah, ap, Qs, dUh, dUp);
 		}
-		__pipeline_commit();
 		in = nx;
 	}
 #pragma unroll
