@@ -7,6 +7,7 @@
 
 #include "gpu-util.h"
 #include "model/cpu/ops.h"
+#include "model/format.h"
 
 /*
  * Tolerances (each comparison prints its largest error):
@@ -732,7 +733,8 @@ static void t_chunked_sizes(void)
 	gpu_close();
 }
 
-/* x cut to tf32 (the kernels' hi) and rounded to bf16 (to nearest even) */
+/* x cut to tf32 (the kernels' hi), and rounded to bf16 (to nearest even,
+ * the cache format's rounding) */
 static float wg_hi(float x)
 {
 	uint32_t u;
@@ -745,12 +747,7 @@ static float wg_hi(float x)
 
 static float wg_bf16(float x)
 {
-	uint32_t u;
-
-	memcpy(&u, &x, 4);
-	u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-	memcpy(&x, &u, 4);
-	return x;
+	return haccel__bf16_to_float(haccel__bf16_from_float(x));
 }
 
 /* Element (m, n) of part `part` of A B (see t_wg_matmul) in double; the
