@@ -2195,6 +2195,641 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 	}
 }
 
+/* ------------------------------------------------------------------------ */
+/* Sparse MLA for 16 heads, warp-specialized                                */
+
+#define DSA_WS_THREADS 256      /* two warpgroups */
+#define DSA_WS_NST 4            /* record buffers */
+#define DSA_WS_STAGE 41984      /* a buffer: codes 32768, rope 8192, scales 1024 */
+#define DSA_WS_MISC 1344        /* shared bytes between the buffers and the slots */
+
+__device__ __forceinline__ void dsa_bar(uint32_t id, uint32_t n)
+{
+	asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
+__device__ __forceinline__ void dsa_mbar_arrive(uint64_t *bar)
+{
+	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(hac_saddr(bar))
+		     : "memory");
+}
+
+/* An arrival on bar once every cp.async this thread issued has landed
+ * (counted in the barrier's init count). */
+__device__ __forceinline__ void dsa_cp_arrive(uint64_t *bar)
+{
+	asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n"
+		     ::"r"(hac_saddr(bar)) : "memory");
+}
+
+/* d (64 x 32, fp32) += A B, bf16: A 64 x 16 in registers (mma.m16n8k16's
+ * A fragment, a warp 16 rows), B 16 x 32 K-major in shared memory. */
+__device__ __forceinline__ void dsa_wg_n32r_bf16(float *d, const uint32_t *a, uint64_t b)
+{
+	asm volatile("wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+		     "{%16,%17,%18,%19}, %20, 1, 1, 1, 0;\n"
+		     : HAC_WG_D8(d), HAC_WG_D8((d + 8)) : HAC_WG_A4(a), "l"(b));
+}
+
+/*
+ * S's A fragments for latent tile tau (k-steps 8 tau .. 8 tau + 7) of
+ * records r0 and r0 + 8 from the codes: a lane's 16-byte load of a record
+ * is the fragments of 4 k-steps (dsa_m16_kslot).
+ */
+__device__ __forceinline__ void dsa_ws_sfrag(uint32_t (*a)[4], const uint8_t *cb, uint32_t r0,
+					     uint32_t c, uint32_t tau)
+{
+#pragma unroll
+	for (uint32_t kk = 0; kk < 2; kk++) {
+		uint32_t ch = 4 * (2 * tau + kk) + c;
+		uint4 u0 = *(const uint4 *)(cb + r0 * 512 + 16 * dsa_m16_cpos(r0, ch));
+		uint4 u1 = *(const uint4 *)(cb + (r0 + 8) * 512 + 16 * dsa_m16_cpos(r0 + 8, ch));
+		uint32_t w0[4] = { u0.x, u0.y, u0.z, u0.w }, w1[4] = { u1.x, u1.y, u1.z, u1.w };
+
+#pragma unroll
+		for (uint32_t s = 0; s < 4; s++) {
+			a[4 * kk + s][0] = dsa_e4m3x2(w0[s] & 0xffff);
+			a[4 * kk + s][1] = dsa_e4m3x2(w1[s] & 0xffff);
+			a[4 * kk + s][2] = dsa_e4m3x2_hi(w0[s]);
+			a[4 * kk + s][3] = dsa_e4m3x2_hi(w1[s]);
+		}
+	}
+}
+
+/* S^T += latent tile tau's codes times the queries: 8 MMAs. */
+__device__ __forceinline__ void dsa_ws_smma(float *d, const uint32_t (*a)[4], uint64_t dq,
+					    uint32_t tau)
+{
+#pragma unroll
+	for (uint32_t k = 0; k < 8; k++)
+		dsa_wg_n32r(d, a[k], dq + ((2 * tau + (k >> 2)) * 4096 + 32 * (k & 3)) / 16);
+}
+
+/* L += (hi + lo columns of tile tau's sums) times the records' scales. */
+__device__ __forceinline__ void dsa_ws_fold(float *L, const float *d, const float (*sc)[4],
+					    uint32_t tau)
+{
+#pragma unroll
+	for (int nn = 0; nn < 2; nn++)
+#pragma unroll
+		for (int q = 0; q < 4; q++) {
+			int i = 4 * nn + q;
+
+			L[i] += (d[i] + d[i + 8]) * sc[q >> 1][tau];
+		}
+}
+
+/*
+ * O's A fragments for dim blocks db0, db0 + 1 (rows: dims 16 wq + 2 g and
+ * + 1 of a block of 64; k: the tile's 64 records) by ldmatrix.trans of
+ * the codes, one byte permute and the conversions.
+ */
+__device__ __forceinline__ void dsa_ws_ofrag(uint32_t (*a)[4], const uint8_t *cb, uint32_t wq,
+					     uint32_t lane, uint32_t db0)
+{
+#pragma unroll
+	for (uint32_t k = 0; k < 2; k++) {
+		uint32_t ch = 4 * (db0 + k) + wq;
+
+#pragma unroll
+		for (uint32_t kp = 0; kp < 2; kp++) {
+			uint32_t j = 16 * (2 * kp + (lane >> 4)) + 8 * ((lane >> 3) & 1) + (lane & 7);
+			uint32_t r[4];
+
+			dsa_ldsm4t(r, cb + j * 512 + 16 * dsa_m16_cpos(j, ch));
+#pragma unroll
+			for (uint32_t h2 = 0; h2 < 2; h2++) {
+				uint32_t t0 = dsa_prmt3120(r[2 * h2]);
+				uint32_t t1 = dsa_prmt3120(r[2 * h2 + 1]);
+				uint32_t *ak = a[4 * k + 2 * kp + h2];
+
+				ak[0] = dsa_e4m3x2(t0 & 0xffff);
+				ak[1] = dsa_e4m3x2_hi(t0);
+				ak[2] = dsa_e4m3x2(t1 & 0xffff);
+				ak[3] = dsa_e4m3x2_hi(t1);
+			}
+		}
+	}
+}
+
+/* O^T += V^T P^T for dim blocks db0, db0 + 1: 8 MMAs (B: the tile's P
+ * times the factors of latent tile db / 2). */
+__device__ __forceinline__ void dsa_ws_omma(float (*o)[8], const uint32_t (*a)[4], uint64_t dp,
+					    uint32_t db0)
+{
+#pragma unroll
+	for (uint32_t k = 0; k < 8; k++) {
+		uint32_t db = db0 + (k >> 2);
+
+		dsa_wg_n16r(o[db], a[k], dp + ((db >> 1) * 2048 + (k & 3) * 32) / 16);
+	}
+}
+
+/*
+ * Start copying records [j0, j0 + 64) of the split (records >= nrec
+ * zero-filled) into one buffer, as dsa_m16_issue does with 8 warps, by
+ * the 4 warps of one warpgroup (warp wq: records wq + 4 i), then count
+ * their arrival on bar (an arrival a thread, when its copies have landed).
+ */
+__device__ __forceinline__ void dsa_ws_issue(uint8_t *codes, const uint32_t *slots, uint32_t j0,
+					     uint32_t nrec, const uint8_t *region, uint32_t rec,
+					     uint32_t wq, uint32_t lane, uint64_t *bar)
+{
+	const uint32_t NR = DSA_MLA_L / 4;
+	uint8_t *rope = codes + 32768, *scl = rope + 8192;
+	uint32_t nch = rec / 16, sl[NR];
+
+#pragma unroll
+	for (uint32_t i = 0; i < NR; i++) {
+		uint32_t j = wq + 4 * i;
+
+		sl[i] = j0 + j < nrec ? slots[j0 + j] : 0;
+	}
+#pragma unroll
+	for (uint32_t i = 0; i < NR; i++) {
+		uint32_t j = wq + 4 * i;
+		bool ok = j0 + j < nrec;
+		const uint8_t *src = region + (ok ? (size_t)sl[i] * rec + 16 * lane : 0);
+		uint32_t n = ok ? 16 : 0;
+
+		dsa_cp16(codes + j * 512 + 16 * dsa_m16_cpos(j, lane), src, n);
+		if (lane + 32 < nch)
+			dsa_cp16(lane ? rope + j * 128 + dsa_swz(j, lane - 1) : scl + j * 16,
+				 src + (ok ? 512 : 0), n);
+	}
+	dsa_cp_arrive(bar);
+}
+
+/*
+ * The same sparse MLA as haccel_dsa_mla_h16 (the same products, the same
+ * roundings, in another order of the sums), with its work split by role
+ * instead of by halves of each product, so that no barrier spans the
+ * block once the tiles start:
+ *  - warpgroup 0 forms a tile's S^T = K Q^T (all 4 latent tiles and the
+ *    rope; the codes to fp16 A fragments in registers as in
+ *    haccel_dsa_mla_h16, the rope's bf16 by ldmatrix), the softmax in its
+ *    registers (the tile's max over its 4 warps through shared memory, l
+ *    kept a thread and summed at the end), and P times each latent tile's
+ *    factor into one of two P buffers, with alpha and Enew beside it;
+ *  - warpgroup 1 rescales O and adds V^T P^T for all 512 dims (8 blocks
+ *    of 64, O^T in its registers), one or two tiles behind warpgroup 0,
+ *    then copies tile it + 4 into the buffer of the tile it has finished
+ *    (cp.async; 4 buffers, each one's arrival counted by an mbarrier,
+ *    warpgroup 0's release of it by another).
+ * Each warpgroup issues its MMAs in pairs of register sets, so one set's
+ * conversions run while the other's MMAs do. (Copies issued by warps of
+ * their own could not be added: a 10-warp block puts 3 warps on one of
+ * the SM's 4 register files, 168 registers each at most.)
+ *
+ * Shared memory (1024-byte aligned; ops_dsa.c computes the same size):
+ * queries [8][32][128 bytes], q_pe [32][128 bytes], P [2][4][16][128
+ * bytes], buffers [4] of codes [64][512], rope [64][128 bytes], scales
+ * [64][16 bytes], then DSA_WS_MISC bytes (alpha and Enew a P buffer, the
+ * warps' maxima, l, m, kq, 12 mbarriers), the split's slots.
+ */
+HACCEL_K void __launch_bounds__(DSA_WS_THREADS, 1)
+haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *q_pe, uint32_t H,
+		    uint32_t dr, const int32_t *sel, const uint32_t *n_sel, uint32_t topk,
+		    const uint32_t *bt_row, const uint8_t *region, const uint32_t *block_tables,
+		    uint32_t bt_stride, uint32_t pt, float scale, uint32_t n_split, uint32_t tps,
+		    uint32_t n_hg)
+{
+	HAC_PDL();
+	const uint32_t HG = 16, NST = DSA_WS_NST;
+	uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+	uint32_t wq = warp & 3;
+	uint32_t hg = blockIdx.x % n_hg, split = blockIdx.x / n_hg % n_split;
+	uint32_t t = blockIdx.x / n_hg / n_split, h0 = hg * HG;
+	uint32_t rec = 528 + 2 * dr, nrope = dr / 16;
+	uint32_t n = dsa_minu(n_sel[t], topk), j0 = split * tps * DSA_MLA_L;
+	uint32_t nrec = j0 < n ? dsa_minu(n - j0, tps * DSA_MLA_L) : 0;
+	uint32_t ntile = (nrec + DSA_MLA_L - 1) / DSA_MLA_L;
+
+	uint8_t *qb = dsa_smem + ((1024 - (hac_saddr(dsa_smem) & 1023)) & 1023);
+	uint8_t *qpb = qb + 32768, *pb = qpb + 4096;    /* P [2][4][16][128 bytes] */
+	uint8_t *stg = pb + 2 * 8192;                   /* [4] codes, rope, scales */
+	uint8_t *misc = stg + NST * DSA_WS_STAGE;
+	float *side = (float *)misc;                    /* [2][32]: alpha, Enew */
+	float *wmax = side + 64;                        /* [2][16 heads][4 warps] */
+	uint32_t *wexp = (uint32_t *)(wmax + 128);      /* [2][4 warps] */
+	float *lsum = (float *)(wexp + 8);              /* [16 heads][4 warps] */
+	float *m_fin = lsum + 64, *l_fin = m_fin + HG;
+	int *kq = (int *)(l_fin + HG);
+	uint64_t *full = (uint64_t *)(kq + HG), *empty = full + NST;
+	uint64_t *pfull = empty + NST, *pempty = pfull + 2;
+	uint32_t *slots = (uint32_t *)(pempty + 2);
+
+	float qv[2][18];
+
+	/* The queries into registers first (their loads then do not queue
+	 * behind the records'), the split's slots, the barriers. */
+	dsa_mla_qload<2>(qv, q_lat, q_pe, t, H, h0, dr);
+	dsa_mla_slots(slots, sel + (size_t)t * topk + j0,
+		      block_tables + (size_t)bt_row[t] * bt_stride, nrec, pt);
+	if (tid == 0) {
+		for (uint32_t i = 0; i < NST; i++) {
+			dsa_mbar_init(&full[i], 128);
+			dsa_mbar_init(&empty[i], 4);
+		}
+		for (uint32_t i = 0; i < 2; i++) {
+			dsa_mbar_init(&pfull[i], 128);
+			dsa_mbar_init(&pempty[i], 4);
+		}
+	}
+	__syncthreads();
+	/* Warpgroup 1 copies the first NST tiles, then each one after the
+	 * tile it has just finished (its buffer, once warpgroup 0 is done
+	 * with it too). */
+	if (warp >= 4)
+		for (uint32_t i = 0; i < NST && i < ntile; i++)
+			dsa_ws_issue(stg + i * DSA_WS_STAGE, slots, i * DSA_MLA_L, nrec, region, rec,
+				     wq, lane, &full[i]);
+	dsa_mla_qstore<2, true>(qb, qpb, kq, m_fin, l_fin, qv, HG);
+	hac_fence_async();
+	dsa_bar(1, 256);
+	uint64_t dq = hac_wg_desc(qb), dqp = hac_wg_desc(qpb);
+	uint32_t r0 = 16 * wq + g;
+
+	if (warp < 4) {
+		/* Warpgroup 0: S, the softmax, P. Heads 8 nn + 2 c + e
+		 * (index 2 nn + e), records r0 + 8 hh. */
+		float qs[4], rsc = scale * 1.44269504088896341f, m_run[4], lt[4];
+		int eref[4] = { -1000, -1000, -1000, -1000 };
+
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			qs[i] = hac_pow2f(-kq[8 * (i >> 1) + 2 * c + (i & 1)]) * rsc;
+			m_run[i] = -INFINITY;
+			lt[i] = 0.0f;
+		}
+		for (uint32_t it = 0; it < ntile; it++) {
+			uint32_t s = it % NST, b = it & 1;
+			uint32_t nh = dsa_minu(DSA_MLA_L, nrec - it * DSA_MLA_L);
+			const uint8_t *cb = stg + s * DSA_WS_STAGE, *rb = cb + 32768;
+			const uint8_t *sb = rb + 8192;
+			float sa[2][16], sr[16], L[8], R[8], sc[2][4];
+			uint32_t a0[8][4], a1[8][4], ar[4][4];
+
+			dsa_mbar_wait(&full[s], (it / NST) & 1);
+#pragma unroll
+			for (int hh = 0; hh < 2; hh++) {
+				float4 v = *(const float4 *)(sb + (r0 + 8 * hh) * 16);
+
+				sc[hh][0] = v.x;
+				sc[hh][1] = v.y;
+				sc[hh][2] = v.z;
+				sc[hh][3] = v.w;
+			}
+#pragma unroll
+			for (int i = 0; i < 16; i++)
+				sa[0][i] = sa[1][i] = sr[i] = 0.0f;
+			dsa_ws_sfrag(a0, cb, r0, c, 0);
+#pragma unroll
+			for (uint32_t ks = 0; ks < 4; ks++) {
+				uint32_t j = 16 * wq + (lane & 7) + 8 * ((lane >> 3) & 1);
+
+				if (ks < nrope)
+					dsa_ldsm4(ar[ks], rb + j * 128 + dsa_swz(j, 2 * ks + (lane >> 4)));
+			}
+			hac_wg_hold<16>(sa[0]);
+			hac_wg_hold<16>(sa[1]);
+			hac_wg_hold<16>(sr);
+			hac_wg_hold_a<8>(a0);
+			hac_wg_hold_a<4>(ar);
+			hac_wg_fence();
+			dsa_ws_smma(sa[0], a0, dq, 0);
+#pragma unroll
+			for (uint32_t ks = 0; ks < 4; ks++)
+				if (ks < nrope)
+					dsa_wg_n32r_bf16(sr, ar[ks], dqp + ks * 2);
+			hac_wg_commit();
+			dsa_ws_sfrag(a1, cb, r0, c, 1);
+			hac_wg_hold_a<8>(a1);
+			hac_wg_fence();
+			dsa_ws_smma(sa[1], a1, dq, 1);
+			hac_wg_commit();
+			hac_wg_wait<1>();
+			hac_wg_hold<16>(sa[0]);
+			hac_wg_hold<16>(sr);
+#pragma unroll
+			for (int i = 0; i < 8; i++) {
+				int ii = 4 * (i >> 2) + (i & 3);
+
+				L[i] = 0.0f;
+				R[i] = sr[ii] + sr[ii + 8];
+			}
+			dsa_ws_fold(L, sa[0], sc, 0);
+#pragma unroll
+			for (int i = 0; i < 16; i++)
+				sa[0][i] = 0.0f;
+			dsa_ws_sfrag(a0, cb, r0, c, 2);
+			hac_wg_hold<16>(sa[0]);
+			hac_wg_hold_a<8>(a0);
+			hac_wg_fence();
+			dsa_ws_smma(sa[0], a0, dq, 2);
+			hac_wg_commit();
+			hac_wg_wait<1>();
+			hac_wg_hold<16>(sa[1]);
+			dsa_ws_fold(L, sa[1], sc, 1);
+#pragma unroll
+			for (int i = 0; i < 16; i++)
+				sa[1][i] = 0.0f;
+			dsa_ws_sfrag(a1, cb, r0, c, 3);
+			hac_wg_hold<16>(sa[1]);
+			hac_wg_hold_a<8>(a1);
+			hac_wg_fence();
+			dsa_ws_smma(sa[1], a1, dq, 3);
+			hac_wg_commit();
+			hac_wg_wait<1>();
+			hac_wg_hold<16>(sa[0]);
+			dsa_ws_fold(L, sa[0], sc, 2);
+			hac_wg_wait<0>();
+			hac_wg_hold<16>(sa[1]);
+			dsa_ws_fold(L, sa[1], sc, 3);
+
+			/* The scales' exponents of records r0, r0 + 8, a byte
+			 * a latent tile (0 past nh: the tile has a record, and
+			 * no exponent is below -127, so the max is unchanged). */
+			uint32_t ex[2];
+
+#pragma unroll
+			for (int hh = 0; hh < 2; hh++) {
+				uint32_t x = 0;
+
+#pragma unroll
+				for (int tau = 0; tau < 4; tau++)
+					x |= (hac_f2u(sc[hh][tau]) >> 23 & 0xff) << (8 * tau);
+				ex[hh] = r0 + 8 * hh < nh ? x : 0;
+			}
+			/* The stage's reads are done (its MMAs waited for). */
+			__syncwarp();
+			if (lane == 0)
+				dsa_mbar_arrive(&empty[s]);
+
+			/* Logits in base 2; the tile's max of each head over the
+			 * warpgroup, and of each latent tile's exponents. */
+			float sv[8], mx[4];
+			bool vr[2] = { r0 < nh, r0 + 8 < nh };
+
+#pragma unroll
+			for (int i = 0; i < 8; i++) {
+				int hh = (i >> 1) & 1, hi = 2 * (i >> 2) + (i & 1);
+
+				sv[i] = vr[hh] ? L[i] * qs[hi] + R[i] * rsc : -INFINITY;
+			}
+			/* sv[i]: head index 2 (i >> 2) + (i & 1), row hh = (i
+			 * >> 1) & 1 (the accumulator order) */
+#pragma unroll
+			for (int hi = 0; hi < 4; hi++) {
+				int i0 = 4 * (hi >> 1) + (hi & 1);
+
+				/* fmaxf skips NaN scores, as the CPU's max does */
+				mx[hi] = fmaxf(sv[i0], sv[i0 + 2]);
+			}
+			uint32_t xm = __vmaxu4(ex[0], ex[1]);
+
+#pragma unroll
+			for (int o = 4; o < 32; o <<= 1) {
+#pragma unroll
+				for (int hi = 0; hi < 4; hi++)
+					mx[hi] = fmaxf(mx[hi], __shfl_xor_sync(0xffffffffu, mx[hi], o));
+				xm = __vmaxu4(xm, __shfl_xor_sync(0xffffffffu, xm, o));
+			}
+			float *wm = wmax + b * 64;
+
+			if (g == 0)
+#pragma unroll
+				for (int hi = 0; hi < 4; hi++)
+					wm[(8 * (hi >> 1) + 2 * c + (hi & 1)) * 4 + wq] = mx[hi];
+			if (lane == 0)
+				wexp[4 * b + wq] = xm;
+			dsa_bar(2, 128);
+			int enew[4];
+			{
+				uint4 xw = *(const uint4 *)(wexp + 4 * b);
+				uint32_t xa = __vmaxu4(__vmaxu4(xw.x, xw.y), __vmaxu4(xw.z, xw.w));
+
+#pragma unroll
+				for (int tau = 0; tau < 4; tau++)
+					enew[tau] = dsa_maxi(eref[tau],
+							     (int)(xa >> (8 * tau) & 0xff) - 127);
+			}
+			float al[4];
+
+#pragma unroll
+			for (int hi = 0; hi < 4; hi++) {
+				float4 v = *(const float4 *)(wm + (8 * (hi >> 1) + 2 * c + (hi & 1)) * 4);
+				float M = fmaxf(m_run[hi], fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
+
+				al[hi] = dsa_ex2(m_run[hi] - M);
+				m_run[hi] = M;
+				lt[hi] *= al[hi];
+			}
+			/* P in fp16 (l sums the rounded values), pairs of heads
+			 * (e = 0, 1) of one record a word */
+			uint32_t pp[2][2];
+
+#pragma unroll
+			for (int nn = 0; nn < 2; nn++)
+#pragma unroll
+				for (int hh = 0; hh < 2; hh++) {
+					uint16_t p0 = dsa_f2h(vr[hh] ? dsa_ex2(sv[4 * nn + 2 * hh] -
+									      m_run[2 * nn]) :
+								       0.0f);
+					uint16_t p1 = dsa_f2h(vr[hh] ? dsa_ex2(sv[4 * nn + 2 * hh + 1] -
+									      m_run[2 * nn + 1]) :
+								       0.0f);
+
+					lt[2 * nn] += dsa_h2f(p0);
+					lt[2 * nn + 1] += dsa_h2f(p1);
+					pp[nn][hh] = p0 | (uint32_t)p1 << 16;
+				}
+			uint32_t f[2][4];
+
+#pragma unroll
+			for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+				for (int tau = 0; tau < 4; tau++)
+					f[hh][tau] = dsa_h2pow2(15 + dsa_scale_bits_exp(hac_f2u(sc[hh][tau])) -
+								enew[tau]);
+			if (it >= 2)
+				dsa_mbar_wait(&pempty[b], (it / 2 - 1) & 1);
+			uint8_t *P = pb + b * 8192;
+
+#pragma unroll
+			for (int nn = 0; nn < 2; nn++)
+#pragma unroll
+				for (int hh = 0; hh < 2; hh++) {
+					uint32_t j = r0 + 8 * hh, h = 8 * nn + 2 * c;
+					uint32_t o0 = h * 128 + dsa_swz(h, j >> 3) + 2 * (j & 7);
+					uint32_t o1 = (h + 1) * 128 + dsa_swz(h + 1, j >> 3) + 2 * (j & 7);
+
+#pragma unroll
+					for (int tau = 0; tau < 4; tau++) {
+						uint32_t v = dsa_hmul2(pp[nn][hh], f[hh][tau]);
+
+						*(uint16_t *)(P + tau * 2048 + o0) = (uint16_t)v;
+						*(uint16_t *)(P + tau * 2048 + o1) = (uint16_t)(v >> 16);
+					}
+				}
+			float *sd = side + 32 * b;
+
+			if (warp == 0 && g == 0)
+#pragma unroll
+				for (int hi = 0; hi < 4; hi++)
+					sd[8 * (hi >> 1) + 2 * c + (hi & 1)] = al[hi];
+			if (tid == 0)
+#pragma unroll
+				for (int tau = 0; tau < 4; tau++)
+					((int *)sd)[16 + tau] = enew[tau];
+			hac_fence_async();
+			dsa_mbar_arrive(&pfull[b]);
+#pragma unroll
+			for (int tau = 0; tau < 4; tau++)
+				eref[tau] = enew[tau];
+		}
+		/* l over the warpgroup; m and l to shared memory */
+#pragma unroll
+		for (int o = 4; o < 32; o <<= 1)
+#pragma unroll
+			for (int hi = 0; hi < 4; hi++)
+				lt[hi] += __shfl_xor_sync(0xffffffffu, lt[hi], o);
+		if (g == 0)
+#pragma unroll
+			for (int hi = 0; hi < 4; hi++)
+				lsum[(8 * (hi >> 1) + 2 * c + (hi & 1)) * 4 + wq] = lt[hi];
+		dsa_bar(2, 128);
+		if (warp == 0 && g == 0)
+#pragma unroll
+			for (int hi = 0; hi < 4; hi++) {
+				uint32_t h = 8 * (hi >> 1) + 2 * c + (hi & 1);
+				float4 v = *(const float4 *)(lsum + h * 4);
+
+				m_fin[h] = m_run[hi];
+				l_fin[h] = v.x + v.y + v.z + v.w;
+			}
+		dsa_bar(1, 256);
+		if (n_split > 1 && tid < HG && h0 + tid < H) {
+			float *ml = part + (size_t)(gridDim.x / n_hg) * H * 512 +
+				    (((size_t)t * n_split + split) * H + h0 + tid) * 2;
+
+			/* m in base e, as the combine takes it */
+			ml[0] = m_fin[tid] * 0.693147180559945309f;
+			ml[1] = l_fin[tid];
+		}
+		return;
+	}
+
+	/* Warpgroup 1: O^T (dims 16 wq + 2 g and + 1 of each block of 64,
+	 * heads 8 nn + 2 c + e) += V^T P^T, a tile behind warpgroup 0. */
+	float o[8][8];
+	int eref[4] = { -1000, -1000, -1000, -1000 };
+	uint64_t dp0 = hac_wg_desc(pb);
+
+#pragma unroll
+	for (int k = 0; k < 8; k++)
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			o[k][i] = 0.0f;
+	for (uint32_t it = 0; it < ntile; it++) {
+		uint32_t s = it % NST, b = it & 1;
+		const uint8_t *cb = stg + s * DSA_WS_STAGE;
+		const float *sd = side + 32 * b;
+		uint64_t dp = dp0 + b * 8192 / 16;
+		uint32_t a0[8][4], a1[8][4];
+		int enew[4];
+		float fr[4][4];
+
+		dsa_mbar_wait(&full[s], (it / NST) & 1);
+		dsa_mbar_wait(&pfull[b], (it / 2) & 1);
+#pragma unroll
+		for (int tau = 0; tau < 4; tau++)
+			enew[tau] = ((const int *)sd)[16 + tau];
+#pragma unroll
+		for (int tau = 0; tau < 4; tau++) {
+			float rs = dsa_pow2c(eref[tau] - enew[tau]);
+
+#pragma unroll
+			for (int hi = 0; hi < 4; hi++)
+				fr[tau][hi] = sd[8 * (hi >> 1) + 2 * c + (hi & 1)] * rs;
+		}
+#pragma unroll
+		for (int k = 0; k < 8; k++)
+#pragma unroll
+			for (int i = 0; i < 8; i++)
+				o[k][i] *= fr[k >> 1][2 * (i >> 2) + (i & 1)];
+#pragma unroll
+		for (int k = 0; k < 8; k++)
+			hac_wg_hold<8>(o[k]);
+		dsa_ws_ofrag(a0, cb, wq, lane, 0);
+		hac_wg_hold_a<8>(a0);
+		hac_wg_fence();
+		dsa_ws_omma(o, a0, dp, 0);
+		hac_wg_commit();
+		dsa_ws_ofrag(a1, cb, wq, lane, 2);
+		hac_wg_hold_a<8>(a1);
+		hac_wg_fence();
+		dsa_ws_omma(o, a1, dp, 2);
+		hac_wg_commit();
+		hac_wg_wait<1>();
+		dsa_ws_ofrag(a0, cb, wq, lane, 4);
+		hac_wg_hold_a<8>(a0);
+		hac_wg_fence();
+		dsa_ws_omma(o, a0, dp, 4);
+		hac_wg_commit();
+		hac_wg_wait<1>();
+		dsa_ws_ofrag(a1, cb, wq, lane, 6);
+		hac_wg_hold_a<8>(a1);
+		hac_wg_fence();
+		dsa_ws_omma(o, a1, dp, 6);
+		hac_wg_commit();
+		hac_wg_wait<0>();
+#pragma unroll
+		for (int k = 0; k < 8; k++)
+			hac_wg_hold<8>(o[k]);
+		__syncwarp();
+		if (lane == 0)
+			dsa_mbar_arrive(&pempty[b]);
+#pragma unroll
+		for (int tau = 0; tau < 4; tau++)
+			eref[tau] = enew[tau];
+		if (it + NST < ntile) {
+			dsa_mbar_wait(&empty[s], (it / NST) & 1);
+			dsa_ws_issue(stg + s * DSA_WS_STAGE, slots, (it + NST) * DSA_MLA_L, nrec,
+				     region, rec, wq, lane, &full[s]);
+		}
+	}
+	dsa_cp_wait<0>();
+	dsa_bar(1, 256);
+	/* O / l to o_lat with one split, else O to the partials */
+	float fo[4];
+
+#pragma unroll
+	for (int tau = 0; tau < 4; tau++)
+		fo[tau] = dsa_pow2c(eref[tau] - 15);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		uint32_t h = h0 + 8 * (i >> 1) + 2 * c + (i & 1);
+		float inv = n_split == 1 ? (nrec ? 1.0f / l_fin[h - h0] : 0.0f) : 1.0f;
+		float *out = n_split == 1 ? o_lat + ((size_t)t * H + h) * 512 :
+					    part + (((size_t)t * n_split + split) * H + h) * 512;
+
+		if (h >= H)
+			continue;
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			uint32_t d = k * 64 + 16 * wq + 2 * g;
+			float x0 = o[k][4 * (i >> 1) + (i & 1)], x1 = o[k][4 * (i >> 1) + 2 + (i & 1)];
+			float fk = fo[k >> 1] * inv;
+
+			/* With no record o is 0 and fo 0: zeros, not NaN. */
+			*(float2 *)(out + d) = n_split == 1 && !nrec ? make_float2(0.0f, 0.0f) :
+								      make_float2(x0 * fk, x1 * fk);
+		}
+	}
+}
+
 HACCEL_K void __launch_bounds__(DSA_MLA_THREADS, 1)
 haccel_dsa_mla_h32(float *o_lat, float *part, const float *q_lat, const float *q_pe, uint32_t H,
 		   uint32_t dr, const int32_t *sel, const uint32_t *n_sel, uint32_t topk,

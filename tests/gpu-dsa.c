@@ -827,6 +827,7 @@ static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c)
 		}
 	float *ql = rnd((size_t)T * H * 512, -1, 1), *qp = rnd((size_t)T * H * dr + 1, -2, 2);
 	int32_t *sel = xmalloc((size_t)T * topk * sizeof(int32_t));
+	unsigned int mark = gpu_n_bufs;
 	uint32_t *n_sel = xmalloc(T * sizeof(uint32_t)), *row = xmalloc(T * sizeof(uint32_t));
 	float *got = xmalloc((size_t)T * H * 512 * sizeof(float));
 	float *want = xmalloc((size_t)H * 512 * sizeof(float));
@@ -862,8 +863,9 @@ static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c)
 	size_t sb = haccel__cuda_sparse_mla_scratch(T, H, topk);
 	haccel__dptr dscr = gpu_alloc(sb);
 
-	ktap_diag("sparse MLA: H %u dr %u T %u topk %u page_tokens %u scale %g scratch %zu", H, dr,
-		  T, topk, c->P, (double)c->scale, sb);
+	ktap_diag("sparse MLA%s: H %u dr %u T %u topk %u page_tokens %u scale %g scratch %zu",
+		  H > 16 ? "" : g->sparse_mla == 1 ? " (16-head mma kernel)" : " (16-head ws kernel)",
+		  H, dr, T, topk, c->P, (double)c->scale, sb);
 	KTAP_ASSERT_EQ(haccel__cuda_sparse_mla(g, NULL, dout, dql, dqp, T, H, dr, dsel, dn, topk,
 					       drow, dreg, dbt, pg.stride, pg.P, c->scale, dscr),
 		       0);
@@ -893,6 +895,7 @@ static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c)
 		}
 	}
 	ktap_diag("sparse MLA: worst error %.3g of the largest output (bound 2e-3)", worst);
+	gpu_free_to(mark);
 	free(region);
 	free(pg.bt);
 	free(ql);
@@ -909,6 +912,9 @@ static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c)
  * H = 1, 4, 8, 16, 64 (and 40, 128: padded and several head groups), dr =
  * 64, 48, 32, 16 and 0, topk from 64 to 2048, n_sel below topk and 0, one
  * split (written directly) and many (combined), one tile a split and many.
+ * Each 16-head configuration runs through both 16-head kernels: the
+ * warp-specialized one (the default) and the one on 8 warps
+ * (HACCEL_SPARSE_MLA=mma).
  */
 static void test_sparse_mla(void)
 {
@@ -926,15 +932,27 @@ static void test_sparse_mla(void)
 		 * rotate several times */
 		{ 16, 64, 40, 2048, 64, 0.0721688f },
 		{ 8, 0, 66, 1500, 16, 0.25f },
-		/* 16-head kernel with rope parts of 3 and 1 k-steps (its
-		 * two warpgroups take the rope's k-steps in turn, zeros past
-		 * dr), odd page sizes */
+		/* 16-head kernels with rope parts of 3 and 1 k-steps (the
+		 * mma kernel's two warpgroups take the rope's k-steps in
+		 * turn, zeros past dr), odd page sizes */
 		{ 16, 48, 6, 700, 7, 0.1f },
 		{ 4, 16, 5, 300, 3, 0.2f },
+		/* 16-head kernels, one split of 32 tiles (the largest slot
+		 * list and shared memory) and splits of one tile */
+		{ 16, 64, 140, 2048, 64, 0.0721688f },
+		{ 16, 64, 2, 2048, 64, 0.0721688f },
 	};
+	int keep = g->sparse_mla;
 
-	for (unsigned int i = 0; i < sizeof(cfg) / sizeof(cfg[0]); i++)
+	for (unsigned int i = 0; i < sizeof(cfg) / sizeof(cfg[0]); i++) {
+		g->sparse_mla = 0;
 		check_mla(g, &cfg[i]);
+		if (cfg[i].H <= 16) {
+			g->sparse_mla = 1;
+			check_mla(g, &cfg[i]);
+		}
+	}
+	g->sparse_mla = keep;
 	gpu_close();
 }
 

@@ -226,6 +226,8 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
 
 #define MLA_L 64            /* records a tile (DSA_MLA_L) */
 #define MLA_MAX_TILES 32    /* tiles a split: its slot list in shared memory */
+#define MLA_WS_NST 4        /* haccel_dsa_mla_h16w: record buffers (DSA_WS_NST) */
+#define MLA_WS_MISC 1344    /* and the bytes between them and the slots (DSA_WS_MISC) */
 /*
  * Blocks worth filling the GPU with. 32-head groups (haccel_dsa_mla_h32,
  * 256 threads, a few tiles a block): about MLA_BLOCKS, measured on an H200
@@ -319,7 +321,11 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 	 * scales and rope, the latent in fp16, queries (fp16 hi/lo, bf16
 	 * hi/lo), S, P, the split's slots, per head m/l/alpha/kq, 8 warp
 	 * maxima */
-	uint32_t smem = hgs == 16 ? 1024 + 32 * 1024 + 32 * 128 + 4 * 16 * 128 +
+	bool ws = hgs == 16 && g->sparse_mla != 1;
+	uint32_t smem = ws	   ? 1024 + 32 * 1024 + 32 * 128 + 2 * 4 * 16 * 128 +
+				     MLA_WS_NST * MLA_L * (512 + 128 + 16) + MLA_WS_MISC +
+				     tps * MLA_L * 4 :
+			hgs == 16 ? 1024 + 32 * 1024 + 32 * 128 + 4 * 16 * 128 +
 					    3 * MLA_L * (128 + 512 + 16) + 16 * (2 * 68 * 4 + 16) +
 					    32 + tps * MLA_L * 4 :
 				    MLA_L * 512 + 2 * MLA_L * (16 + 2 * dr) + MLA_L * 1024 +
@@ -335,7 +341,9 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 	    smem > MAX_SMEM)
 		return -EINVAL;
 	void *fn, *comb = NULL;
-	int ret = haccel__gpu_fn(g, hgs == 16 ? "haccel_dsa_mla_h16" : "haccel_dsa_mla_h32", &fn);
+	int ret = haccel__gpu_fn(g, ws ? "haccel_dsa_mla_h16w" : hgs == 16 ? "haccel_dsa_mla_h16" :
+								    "haccel_dsa_mla_h32",
+				 &fn);
 	if (!ret && n_split > 1)
 		ret = haccel__gpu_fn(g, "haccel_dsa_mla_combine", &comb);
 	if (ret)
