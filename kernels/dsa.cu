@@ -251,6 +251,15 @@ __device__ __forceinline__ uint32_t dsa_prmt3120(uint32_t v)
 	return r;
 }
 
+/* The larger of each 16-bit half of a and b, unsigned (sm_90). */
+__device__ __forceinline__ uint32_t dsa_max_u16x2(uint32_t a, uint32_t b)
+{
+	uint32_t r;
+
+	asm("max.u16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
+	return r;
+}
+
 /* end of PTX wrappers */
 
 /* ------------------------------------------------------------------------ */
@@ -2201,7 +2210,7 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 #define DSA_WS_THREADS 256      /* two warpgroups */
 #define DSA_WS_NST 4            /* record buffers */
 #define DSA_WS_STAGE 41984      /* a buffer: codes 32768, rope 8192, scales 1024 */
-#define DSA_WS_MISC 1344        /* shared bytes between the buffers and the slots */
+#define DSA_WS_MISC 1376        /* shared bytes between the buffers and the slots */
 
 __device__ __forceinline__ void dsa_bar(uint32_t id, uint32_t n)
 {
@@ -2235,16 +2244,18 @@ __device__ __forceinline__ void dsa_wg_n32r_bf16(float *d, const uint32_t *a, ui
 /*
  * S's A fragments for latent tile tau (k-steps 8 tau .. 8 tau + 7) of
  * records r0 and r0 + 8 from the codes: a lane's 16-byte load of a record
- * is the fragments of 4 k-steps (dsa_m16_kslot).
+ * is the fragments of 4 k-steps (dsa_m16_kslot). pe, po: the buffer plus
+ * the offset of record r0's chunk c of the even and odd blocks of 64 dims
+ * less the block's own 64 bytes (dsa_ws_offs): block b is at pe + 64 b
+ * (b even) or po + 64 b.
  */
-__device__ __forceinline__ void dsa_ws_sfrag(uint32_t (*a)[4], const uint8_t *cb, uint32_t r0,
-					     uint32_t c, uint32_t tau)
+__device__ __forceinline__ void dsa_ws_sfrag(uint32_t (*a)[4], const uint8_t *pe,
+					     const uint8_t *po, uint32_t tau)
 {
 #pragma unroll
 	for (uint32_t kk = 0; kk < 2; kk++) {
-		uint32_t ch = 4 * (2 * tau + kk) + c;
-		uint4 u0 = *(const uint4 *)(cb + r0 * 512 + 16 * dsa_m16_cpos(r0, ch));
-		uint4 u1 = *(const uint4 *)(cb + (r0 + 8) * 512 + 16 * dsa_m16_cpos(r0 + 8, ch));
+		const uint8_t *p = (kk ? po : pe) + 64 * (2 * tau + kk);
+		uint4 u0 = *(const uint4 *)p, u1 = *(const uint4 *)(p + 8 * 512);
 		uint32_t w0[4] = { u0.x, u0.y, u0.z, u0.w }, w1[4] = { u1.x, u1.y, u1.z, u1.w };
 
 #pragma unroll
@@ -2257,7 +2268,23 @@ __device__ __forceinline__ void dsa_ws_sfrag(uint32_t (*a)[4], const uint8_t *cb
 	}
 }
 
-/* S^T += latent tile tau's codes times the queries: 8 MMAs. */
+/*
+ * The offsets of dsa_m16_cpos(j, 4 b + q) for row j, even and odd blocks
+ * b: 4 b + q ^ x = 4 (b ^ x2) + (q ^ x01) with x = dsa_m16_cpos's mask of j,
+ * and b ^ x2 = b + x2 (b even) or b - x2 (b odd).
+ */
+__device__ __forceinline__ void dsa_ws_offs(uint32_t j, uint32_t q, int *oe, int *oo)
+{
+	int x2 = (int)(j & 1), x01 = (int)(j >> 1 & 3);
+	int base = (int)(j * 512) + 16 * ((int)q ^ x01);
+
+	*oe = base + 64 * x2;
+	*oo = base - 64 * x2;
+}
+
+/* S^T += latent tile tau's codes times the queries: 8 MMAs (N = 32: the
+ * hi and the lo query rows; one MMA of N = 32 is shorter in the chain
+ * than two of 16 into the same sums, measured). */
 __device__ __forceinline__ void dsa_ws_smma(float *d, const uint32_t (*a)[4], uint64_t dq,
 					    uint32_t tau)
 {
@@ -2266,38 +2293,37 @@ __device__ __forceinline__ void dsa_ws_smma(float *d, const uint32_t (*a)[4], ui
 		dsa_wg_n32r(d, a[k], dq + ((2 * tau + (k >> 2)) * 4096 + 32 * (k & 3)) / 16);
 }
 
-/* L += (hi + lo columns of tile tau's sums) times the records' scales. */
+/* L += (hi + lo columns of tile tau's sums) times the records' scales
+ * (d[i], i < 8: record r0 + 8 ((i >> 1) & 1), head 8 (i >> 2) + 2 c + (i
+ * & 1); d[i + 8] its lo column). */
 __device__ __forceinline__ void dsa_ws_fold(float *L, const float *d, const float (*sc)[4],
 					    uint32_t tau)
 {
 #pragma unroll
-	for (int nn = 0; nn < 2; nn++)
-#pragma unroll
-		for (int q = 0; q < 4; q++) {
-			int i = 4 * nn + q;
-
-			L[i] += (d[i] + d[i + 8]) * sc[q >> 1][tau];
-		}
+	for (int i = 0; i < 8; i++)
+		L[i] += (d[i] + d[i + 8]) * sc[(i >> 1) & 1][tau];
 }
 
 /*
  * O's A fragments for dim blocks db0, db0 + 1 (rows: dims 16 wq + 2 g and
  * + 1 of a block of 64; k: the tile's 64 records) by ldmatrix.trans of
- * the codes, one byte permute and the conversions.
+ * the codes, one byte permute and the conversions. pe, po as for
+ * dsa_ws_sfrag, for the lane's ldmatrix row (record (lane & 7) + 8 ((lane
+ * >> 3) & 1) + 16 (lane >> 4)) and chunk wq; k-step pair kp is 32 records
+ * further.
  */
-__device__ __forceinline__ void dsa_ws_ofrag(uint32_t (*a)[4], const uint8_t *cb, uint32_t wq,
-					     uint32_t lane, uint32_t db0)
+__device__ __forceinline__ void dsa_ws_ofrag(uint32_t (*a)[4], const uint8_t *pe,
+					     const uint8_t *po, uint32_t db0)
 {
 #pragma unroll
 	for (uint32_t k = 0; k < 2; k++) {
-		uint32_t ch = 4 * (db0 + k) + wq;
+		const uint8_t *p = (((db0 + k) & 1) ? po : pe) + 64 * (db0 + k);
 
 #pragma unroll
 		for (uint32_t kp = 0; kp < 2; kp++) {
-			uint32_t j = 16 * (2 * kp + (lane >> 4)) + 8 * ((lane >> 3) & 1) + (lane & 7);
 			uint32_t r[4];
 
-			dsa_ldsm4t(r, cb + j * 512 + 16 * dsa_m16_cpos(j, ch));
+			dsa_ldsm4t(r, p + kp * 32 * 512);
 #pragma unroll
 			for (uint32_t h2 = 0; h2 < 2; h2++) {
 				uint32_t t0 = dsa_prmt3120(r[2 * h2]);
@@ -2328,36 +2354,59 @@ __device__ __forceinline__ void dsa_ws_omma(float (*o)[8], const uint32_t (*a)[4
 
 /*
  * Start copying records [j0, j0 + 64) of the split (records >= nrec
- * zero-filled) into one buffer, as dsa_m16_issue does with 8 warps, by
- * the 4 warps of one warpgroup (warp wq: records wq + 4 i), then count
- * their arrival on bar (an arrival a thread, when its copies have landed).
+ * zero-filled) into one buffer, in dsa_m16_issue's layout, by the 4 warps
+ * of one warpgroup (warp wq: records 16 wq + i, so a record's swizzles
+ * are constants of i), then count their arrival on bar (an arrival a
+ * thread, when its copies have landed). src0: region + 16 lane; d0: the
+ * buffer's codes + 8192 wq; d1: lane 0 the scales, else the rope chunk
+ * lane - 1, of record 16 wq, unswizzled; st1: 16 or 128 (lane 0 or not).
  */
+template <bool FULL>
+__device__ __forceinline__ void dsa_ws_issue_t(uint8_t *d0, uint8_t *d1, uint32_t st1,
+					       const uint32_t *sl4, const uint8_t *src0,
+					       uint32_t rec, uint32_t lane, bool two, uint32_t nv)
+{
+	uint32_t sl[16];
+
+#pragma unroll
+	for (uint32_t q = 0; q < 4; q++) {
+		uint4 v = *(const uint4 *)(sl4 + 4 * q);
+
+		sl[4 * q] = v.x;
+		sl[4 * q + 1] = v.y;
+		sl[4 * q + 2] = v.z;
+		sl[4 * q + 3] = v.w;
+	}
+#pragma unroll
+	for (uint32_t i = 0; i < 16; i++) {
+		/* dsa_m16_cpos of record i's chunk lane; dsa_swz of its rope */
+		uint32_t k = (i & 1) << 2 | (i >> 1 & 3), n = FULL || i < nv ? 16 : 0;
+		const uint8_t *src = src0 + (size_t)(FULL || i < nv ? sl[i] : 0) * rec;
+
+		dsa_cp16(d0 + i * 512 + 16 * (lane ^ k), src, n);
+		if (two)
+			dsa_cp16(d1 + i * st1 + (lane ? 16 * ((lane - 1) ^ (i & 7)) - 16 *
+								      (lane - 1) : 0),
+				 src + 512, n);
+	}
+}
+
 __device__ __forceinline__ void dsa_ws_issue(uint8_t *codes, const uint32_t *slots, uint32_t j0,
 					     uint32_t nrec, const uint8_t *region, uint32_t rec,
 					     uint32_t wq, uint32_t lane, uint64_t *bar)
 {
-	const uint32_t NR = DSA_MLA_L / 4;
 	uint8_t *rope = codes + 32768, *scl = rope + 8192;
-	uint32_t nch = rec / 16, sl[NR];
+	uint32_t jw = j0 + 16 * wq;
+	uint8_t *d0 = codes + 8192 * wq;
+	uint8_t *d1 = lane ? rope + 2048 * wq + 16 * (lane - 1) : scl + 256 * wq;
+	const uint8_t *src0 = region + 16 * lane;
+	bool two = lane + 32 < rec / 16;
 
-#pragma unroll
-	for (uint32_t i = 0; i < NR; i++) {
-		uint32_t j = wq + 4 * i;
-
-		sl[i] = j0 + j < nrec ? slots[j0 + j] : 0;
-	}
-#pragma unroll
-	for (uint32_t i = 0; i < NR; i++) {
-		uint32_t j = wq + 4 * i;
-		bool ok = j0 + j < nrec;
-		const uint8_t *src = region + (ok ? (size_t)sl[i] * rec + 16 * lane : 0);
-		uint32_t n = ok ? 16 : 0;
-
-		dsa_cp16(codes + j * 512 + 16 * dsa_m16_cpos(j, lane), src, n);
-		if (lane + 32 < nch)
-			dsa_cp16(lane ? rope + j * 128 + dsa_swz(j, lane - 1) : scl + j * 16,
-				 src + (ok ? 512 : 0), n);
-	}
+	if (jw + 16 <= nrec)
+		dsa_ws_issue_t<true>(d0, d1, lane ? 128 : 16, slots + jw, src0, rec, lane, two, 16);
+	else
+		dsa_ws_issue_t<false>(d0, d1, lane ? 128 : 16, slots + jw, src0, rec, lane, two,
+				      jw < nrec ? nrec - jw : 0);
 	dsa_cp_arrive(bar);
 }
 
@@ -2412,8 +2461,8 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 	uint8_t *misc = stg + NST * DSA_WS_STAGE;
 	float *side = (float *)misc;                    /* [2][32]: alpha, Enew */
 	float *wmax = side + 64;                        /* [2][16 heads][4 warps] */
-	uint32_t *wexp = (uint32_t *)(wmax + 128);      /* [2][4 warps] */
-	float *lsum = (float *)(wexp + 8);              /* [16 heads][4 warps] */
+	uint32_t *wexp = (uint32_t *)(wmax + 128);      /* [2][4 warps][2] */
+	float *lsum = (float *)(wexp + 16);             /* [16 heads][4 warps] */
 	float *m_fin = lsum + 64, *l_fin = m_fin + HG;
 	int *kq = (int *)(l_fin + HG);
 	uint64_t *full = (uint64_t *)(kq + HG), *empty = full + NST;
@@ -2463,12 +2512,16 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 			m_run[i] = -INFINITY;
 			lt[i] = 0.0f;
 		}
+		int oe, oo;
+		uint32_t pbase = 256 * c + 32 * (wq ^ c) + 2 * g;
+
+		dsa_ws_offs(r0, c, &oe, &oo);
 		for (uint32_t it = 0; it < ntile; it++) {
 			uint32_t s = it % NST, b = it & 1;
 			uint32_t nh = dsa_minu(DSA_MLA_L, nrec - it * DSA_MLA_L);
 			const uint8_t *cb = stg + s * DSA_WS_STAGE, *rb = cb + 32768;
-			const uint8_t *sb = rb + 8192;
-			float sa[2][16], sr[16], L[8], R[8], sc[2][4];
+			const uint8_t *sb = rb + 8192, *pe = cb + oe, *po = cb + oo;
+			float sa[2][16], sr[16], L[8], sc[2][4];
 			uint32_t a0[8][4], a1[8][4], ar[4][4];
 
 			dsa_mbar_wait(&full[s], (it / NST) & 1);
@@ -2484,7 +2537,10 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 #pragma unroll
 			for (int i = 0; i < 16; i++)
 				sa[0][i] = sa[1][i] = sr[i] = 0.0f;
-			dsa_ws_sfrag(a0, cb, r0, c, 0);
+#pragma unroll
+			for (int i = 0; i < 8; i++)
+				L[i] = 0.0f;
+			dsa_ws_sfrag(a0, pe, po, 0);
 #pragma unroll
 			for (uint32_t ks = 0; ks < 4; ks++) {
 				uint32_t j = 16 * wq + (lane & 7) + 8 * ((lane >> 3) & 1);
@@ -2504,7 +2560,7 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 				if (ks < nrope)
 					dsa_wg_n32r_bf16(sr, ar[ks], dqp + ks * 2);
 			hac_wg_commit();
-			dsa_ws_sfrag(a1, cb, r0, c, 1);
+			dsa_ws_sfrag(a1, pe, po, 1);
 			hac_wg_hold_a<8>(a1);
 			hac_wg_fence();
 			dsa_ws_smma(sa[1], a1, dq, 1);
@@ -2512,18 +2568,11 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 			hac_wg_wait<1>();
 			hac_wg_hold<16>(sa[0]);
 			hac_wg_hold<16>(sr);
-#pragma unroll
-			for (int i = 0; i < 8; i++) {
-				int ii = 4 * (i >> 2) + (i & 3);
-
-				L[i] = 0.0f;
-				R[i] = sr[ii] + sr[ii + 8];
-			}
 			dsa_ws_fold(L, sa[0], sc, 0);
 #pragma unroll
 			for (int i = 0; i < 16; i++)
 				sa[0][i] = 0.0f;
-			dsa_ws_sfrag(a0, cb, r0, c, 2);
+			dsa_ws_sfrag(a0, pe, po, 2);
 			hac_wg_hold<16>(sa[0]);
 			hac_wg_hold_a<8>(a0);
 			hac_wg_fence();
@@ -2535,7 +2584,7 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 #pragma unroll
 			for (int i = 0; i < 16; i++)
 				sa[1][i] = 0.0f;
-			dsa_ws_sfrag(a1, cb, r0, c, 3);
+			dsa_ws_sfrag(a1, pe, po, 3);
 			hac_wg_hold<16>(sa[1]);
 			hac_wg_hold_a<8>(a1);
 			hac_wg_fence();
@@ -2548,20 +2597,21 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 			hac_wg_hold<16>(sa[1]);
 			dsa_ws_fold(L, sa[1], sc, 3);
 
-			/* The scales' exponents of records r0, r0 + 8, a byte
-			 * a latent tile (0 past nh: the tile has a record, and
-			 * no exponent is below -127, so the max is unchanged). */
-			uint32_t ex[2];
+			/* The scales' exponent fields of records r0, r0 + 8,
+			 * latent tiles (0, 1) and (2, 3) as 16-bit pairs (0 past
+			 * nh: the tile has a record, and no exponent is below
+			 * -127, so the max is unchanged). */
+			uint32_t ex[2][2];
 
 #pragma unroll
-			for (int hh = 0; hh < 2; hh++) {
-				uint32_t x = 0;
-
+			for (int hh = 0; hh < 2; hh++)
 #pragma unroll
-				for (int tau = 0; tau < 4; tau++)
-					x |= (hac_f2u(sc[hh][tau]) >> 23 & 0xff) << (8 * tau);
-				ex[hh] = r0 + 8 * hh < nh ? x : 0;
-			}
+				for (int u = 0; u < 2; u++) {
+					uint32_t x = hac_f2u(sc[hh][2 * u]) >> 23 |
+						     hac_f2u(sc[hh][2 * u + 1]) >> 23 << 16;
+
+					ex[hh][u] = r0 + 8 * hh < nh ? x & 0x00ff00ffu : 0;
+				}
 			/* The stage's reads are done (its MMAs waited for). */
 			__syncwarp();
 			if (lane == 0)
@@ -2576,7 +2626,7 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 			for (int i = 0; i < 8; i++) {
 				int hh = (i >> 1) & 1, hi = 2 * (i >> 2) + (i & 1);
 
-				sv[i] = vr[hh] ? L[i] * qs[hi] + R[i] * rsc : -INFINITY;
+				sv[i] = vr[hh] ? L[i] * qs[hi] + (sr[i] + sr[i + 8]) * rsc : -INFINITY;
 			}
 			/* sv[i]: head index 2 (i >> 2) + (i & 1), row hh = (i
 			 * >> 1) & 1 (the accumulator order) */
@@ -2587,14 +2637,18 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 				/* fmaxf skips NaN scores, as the CPU's max does */
 				mx[hi] = fmaxf(sv[i0], sv[i0 + 2]);
 			}
-			uint32_t xm = __vmaxu4(ex[0], ex[1]);
+			uint32_t xm[2] = { dsa_max_u16x2(ex[0][0], ex[1][0]),
+					   dsa_max_u16x2(ex[0][1], ex[1][1]) };
 
 #pragma unroll
 			for (int o = 4; o < 32; o <<= 1) {
 #pragma unroll
 				for (int hi = 0; hi < 4; hi++)
 					mx[hi] = fmaxf(mx[hi], __shfl_xor_sync(0xffffffffu, mx[hi], o));
-				xm = __vmaxu4(xm, __shfl_xor_sync(0xffffffffu, xm, o));
+#pragma unroll
+				for (int u = 0; u < 2; u++)
+					xm[u] = dsa_max_u16x2(xm[u],
+							      __shfl_xor_sync(0xffffffffu, xm[u], o));
 			}
 			float *wm = wmax + b * 64;
 
@@ -2603,17 +2657,24 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 				for (int hi = 0; hi < 4; hi++)
 					wm[(8 * (hi >> 1) + 2 * c + (hi & 1)) * 4 + wq] = mx[hi];
 			if (lane == 0)
-				wexp[4 * b + wq] = xm;
+				*(uint2 *)(wexp + 8 * b + 2 * wq) = make_uint2(xm[0], xm[1]);
 			dsa_bar(2, 128);
 			int enew[4];
 			{
-				uint4 xw = *(const uint4 *)(wexp + 4 * b);
-				uint32_t xa = __vmaxu4(__vmaxu4(xw.x, xw.y), __vmaxu4(xw.z, xw.w));
+				uint4 x0 = *(const uint4 *)(wexp + 8 * b);
+				uint4 x1 = *(const uint4 *)(wexp + 8 * b + 4);
+				uint32_t xa[2] = {
+					dsa_max_u16x2(dsa_max_u16x2(x0.x, x0.z),
+						      dsa_max_u16x2(x1.x, x1.z)),
+					dsa_max_u16x2(dsa_max_u16x2(x0.y, x0.w),
+						      dsa_max_u16x2(x1.y, x1.w))
+				};
 
 #pragma unroll
 				for (int tau = 0; tau < 4; tau++)
-					enew[tau] = dsa_maxi(eref[tau],
-							     (int)(xa >> (8 * tau) & 0xff) - 127);
+					enew[tau] = dsa_maxi(eref[tau], (int)(xa[tau >> 1] >> (16 * (tau & 1)) &
+									       0xff) -
+										 127);
 			}
 			float al[4];
 
@@ -2626,53 +2687,53 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 				m_run[hi] = M;
 				lt[hi] *= al[hi];
 			}
-			/* P in fp16 (l sums the rounded values), pairs of heads
-			 * (e = 0, 1) of one record a word */
+			/* P in fp16 (l sums the rounded values), records r0 and
+			 * r0 + 8 of one head (index 2 nn + e) a word */
 			uint32_t pp[2][2];
 
 #pragma unroll
 			for (int nn = 0; nn < 2; nn++)
 #pragma unroll
-				for (int hh = 0; hh < 2; hh++) {
-					uint16_t p0 = dsa_f2h(vr[hh] ? dsa_ex2(sv[4 * nn + 2 * hh] -
-									      m_run[2 * nn]) :
-								       0.0f);
-					uint16_t p1 = dsa_f2h(vr[hh] ? dsa_ex2(sv[4 * nn + 2 * hh + 1] -
-									      m_run[2 * nn + 1]) :
-								       0.0f);
+				for (int e = 0; e < 2; e++) {
+					int hi = 2 * nn + e;
+					uint16_t p0 = dsa_f2h(vr[0] ? dsa_ex2(sv[4 * nn + e] - m_run[hi]) :
+								      0.0f);
+					uint16_t p1 = dsa_f2h(vr[1] ? dsa_ex2(sv[4 * nn + 2 + e] -
+									      m_run[hi]) :
+								      0.0f);
 
-					lt[2 * nn] += dsa_h2f(p0);
-					lt[2 * nn + 1] += dsa_h2f(p1);
-					pp[nn][hh] = p0 | (uint32_t)p1 << 16;
+					lt[hi] += dsa_h2f(p0) + dsa_h2f(p1);
+					pp[nn][e] = p0 | (uint32_t)p1 << 16;
 				}
-			uint32_t f[2][4];
+			/* fac_tau of records r0 (low half) and r0 + 8 */
+			uint32_t f[4];
 
 #pragma unroll
-			for (int hh = 0; hh < 2; hh++)
-#pragma unroll
-				for (int tau = 0; tau < 4; tau++)
-					f[hh][tau] = dsa_h2pow2(15 + dsa_scale_bits_exp(hac_f2u(sc[hh][tau])) -
-								enew[tau]);
+			for (int tau = 0; tau < 4; tau++)
+				f[tau] = dsa_h2pow2x2(15 + dsa_scale_bits_exp(hac_f2u(sc[0][tau])) -
+							      enew[tau],
+						      15 + dsa_scale_bits_exp(hac_f2u(sc[1][tau])) -
+							      enew[tau]);
 			if (it >= 2)
 				dsa_mbar_wait(&pempty[b], (it / 2 - 1) & 1);
-			uint8_t *P = pb + b * 8192;
+
+			/* (head h = 8 nn + 2 c + e, record j = r0 + 8 hh) at h 128
+			 * + dsa_swz(h, j >> 3) + 2 (j & 7) = pbase + 1024 nn + 128
+			 * e + 16 (hh ^ e): j >> 3 = 2 wq + hh, h & 7 = 2 c + e */
+			uint8_t *P = pb + b * 8192 + pbase;
 
 #pragma unroll
 			for (int nn = 0; nn < 2; nn++)
 #pragma unroll
-				for (int hh = 0; hh < 2; hh++) {
-					uint32_t j = r0 + 8 * hh, h = 8 * nn + 2 * c;
-					uint32_t o0 = h * 128 + dsa_swz(h, j >> 3) + 2 * (j & 7);
-					uint32_t o1 = (h + 1) * 128 + dsa_swz(h + 1, j >> 3) + 2 * (j & 7);
-
+				for (int e = 0; e < 2; e++)
 #pragma unroll
 					for (int tau = 0; tau < 4; tau++) {
-						uint32_t v = dsa_hmul2(pp[nn][hh], f[hh][tau]);
+						uint32_t v = dsa_hmul2(pp[nn][e], f[tau]);
+						uint8_t *q = P + tau * 2048 + 1024 * nn + 128 * e;
 
-						*(uint16_t *)(P + tau * 2048 + o0) = (uint16_t)v;
-						*(uint16_t *)(P + tau * 2048 + o1) = (uint16_t)(v >> 16);
+						*(uint16_t *)(q + 16 * e) = (uint16_t)v;
+						*(uint16_t *)(q + 16 * (1 ^ e)) = (uint16_t)(v >> 16);
 					}
-				}
 			float *sd = side + 32 * b;
 
 			if (warp == 0 && g == 0)
@@ -2732,9 +2793,12 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 #pragma unroll
 		for (int i = 0; i < 8; i++)
 			o[k][i] = 0.0f;
+	int oe, oo;
+
+	dsa_ws_offs((lane & 7) + 8 * ((lane >> 3) & 1) + 16 * (lane >> 4), wq, &oe, &oo);
 	for (uint32_t it = 0; it < ntile; it++) {
 		uint32_t s = it % NST, b = it & 1;
-		const uint8_t *cb = stg + s * DSA_WS_STAGE;
+		const uint8_t *cb = stg + s * DSA_WS_STAGE, *pe = cb + oe, *po = cb + oo;
 		const float *sd = side + 32 * b;
 		uint64_t dp = dp0 + b * 8192 / 16;
 		uint32_t a0[8][4], a1[8][4];
@@ -2762,24 +2826,24 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 #pragma unroll
 		for (int k = 0; k < 8; k++)
 			hac_wg_hold<8>(o[k]);
-		dsa_ws_ofrag(a0, cb, wq, lane, 0);
+		dsa_ws_ofrag(a0, pe, po, 0);
 		hac_wg_hold_a<8>(a0);
 		hac_wg_fence();
 		dsa_ws_omma(o, a0, dp, 0);
 		hac_wg_commit();
-		dsa_ws_ofrag(a1, cb, wq, lane, 2);
+		dsa_ws_ofrag(a1, pe, po, 2);
 		hac_wg_hold_a<8>(a1);
 		hac_wg_fence();
 		dsa_ws_omma(o, a1, dp, 2);
 		hac_wg_commit();
 		hac_wg_wait<1>();
-		dsa_ws_ofrag(a0, cb, wq, lane, 4);
+		dsa_ws_ofrag(a0, pe, po, 4);
 		hac_wg_hold_a<8>(a0);
 		hac_wg_fence();
 		dsa_ws_omma(o, a0, dp, 4);
 		hac_wg_commit();
 		hac_wg_wait<1>();
-		dsa_ws_ofrag(a1, cb, wq, lane, 6);
+		dsa_ws_ofrag(a1, pe, po, 6);
 		hac_wg_hold_a<8>(a1);
 		hac_wg_fence();
 		dsa_ws_omma(o, a1, dp, 6);

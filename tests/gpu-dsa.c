@@ -912,9 +912,9 @@ static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c)
  * H = 1, 4, 8, 16, 64 (and 40, 128: padded and several head groups), dr =
  * 64, 48, 32, 16 and 0, topk from 64 to 2048, n_sel below topk and 0, one
  * split (written directly) and many (combined), one tile a split and many.
- * Each 16-head configuration runs through both 16-head kernels: the
- * warp-specialized one (the default) and the one on 8 warps
- * (HACCEL_SPARSE_MLA=mma).
+ * Each 16-head configuration runs through both 16-head kernels, each
+ * forced as HACCEL_SPARSE_MLA=ws and mma do: the warp-specialized one (the
+ * default where a split has 2 tiles or more) and the one on 8 warps.
  */
 static void test_sparse_mla(void)
 {
@@ -927,9 +927,9 @@ static void test_sparse_mla(void)
 		{ 16, 64, 40, 64, 16, 0.0721688f },
 		{ 128, 64, 3, 512, 64, 0.0416667f },
 		{ 20, 32, 5, 1000, 7, 0.1f },
-		/* 16-head kernel, many tiles a split (3 splits of 10-11
-		 * tiles; 2 of 12 with dr = 0): its three record buffers
-		 * rotate several times */
+		/* 16-head kernels, many tiles a split (3 splits of 10-11
+		 * tiles; 2 of 12 with dr = 0): their record buffers (three,
+		 * four) rotate several times */
 		{ 16, 64, 40, 2048, 64, 0.0721688f },
 		{ 8, 0, 66, 1500, 16, 0.25f },
 		/* 16-head kernels with rope parts of 3 and 1 k-steps (the
@@ -945,7 +945,7 @@ static void test_sparse_mla(void)
 	int keep = g->sparse_mla;
 
 	for (unsigned int i = 0; i < sizeof(cfg) / sizeof(cfg[0]); i++) {
-		g->sparse_mla = 0;
+		g->sparse_mla = cfg[i].H <= 16 ? 2 : 0;
 		check_mla(g, &cfg[i]);
 		if (cfg[i].H <= 16) {
 			g->sparse_mla = 1;

@@ -51,7 +51,10 @@ int haccel__gpu_get(struct haccel_ctx *ctx, struct haccel__gpu **out)
 		       !strcmp(env, "wg64") ? 64 :
 					      0;
 	env = getenv("HACCEL_SPARSE_MLA");
-	g->sparse_mla = env && !strcmp(env, "mma") ? 1 : 0;
+	g->sparse_mla = !env		    ? 0 :
+			!strcmp(env, "mma") ? 1 :
+			!strcmp(env, "ws")  ? 2 :
+					      0;
 	env = getenv("HACCEL_PDL");
 	g->pdl = cu->cc_major >= 9 && !(env && !strcmp(env, "0"));
 	ret = HACCEL__CU(ctx, cu->ModuleLoadData(&g->module, haccel__fatbin));

@@ -227,7 +227,7 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
 #define MLA_L 64            /* records a tile (DSA_MLA_L) */
 #define MLA_MAX_TILES 32    /* tiles a split: its slot list in shared memory */
 #define MLA_WS_NST 4        /* haccel_dsa_mla_h16w: record buffers (DSA_WS_NST) */
-#define MLA_WS_MISC 1344    /* and the bytes between them and the slots (DSA_WS_MISC) */
+#define MLA_WS_MISC 1376    /* and the bytes between them and the slots (DSA_WS_MISC) */
 /*
  * Blocks worth filling the GPU with. 32-head groups (haccel_dsa_mla_h32,
  * 256 threads, a few tiles a block): about MLA_BLOCKS, measured on an H200
@@ -321,7 +321,12 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 	 * scales and rope, the latent in fp16, queries (fp16 hi/lo, bf16
 	 * hi/lo), S, P, the split's slots, per head m/l/alpha/kq, 8 warp
 	 * maxima */
-	bool ws = hgs == 16 && g->sparse_mla != 1;
+	/* 16-head groups: the warp-specialized kernel where a split has tiles
+	 * to pipeline (measured on an H200, 2026-12-01: batch 32 / 64 0.031
+	 * / 0.050 ms against 0.035 / 0.060; with one tile a split, decode at
+	 * batch 1 took 0.03 ms a step longer), HACCEL_SPARSE_MLA=mma|ws
+	 * forcing one. */
+	bool ws = hgs == 16 && g->sparse_mla != 1 && (tps >= 2 || g->sparse_mla == 2);
 	uint32_t smem = ws	   ? 1024 + 32 * 1024 + 32 * 128 + 2 * 4 * 16 * 128 +
 				     MLA_WS_NST * MLA_L * (512 + 128 + 16) + MLA_WS_MISC +
 				     tps * MLA_L * 4 :
