@@ -1879,6 +1879,42 @@ __device__ __forceinline__ void dsa_m16_softmax(uint8_t *P, float *m_run, float 
 }
 
 /*
+ * The end of a 16-head split: O^T (NB dim blocks of 64 from db0, this
+ * thread's rows 16 wq + 2 g and + 1, heads 8 (i >> 1) + 2 c + (i & 1))
+ * times fo[latent tile] to the partials, or also over l to o_lat with one
+ * split.
+ */
+template <int NB>
+__device__ __forceinline__ void dsa_m16_store(float *o_lat, float *part, const float (*o)[8],
+					      const float *fo, const float *l_run, uint32_t t,
+					      uint32_t H, uint32_t h0, uint32_t n_split,
+					      uint32_t split, uint32_t nrec, uint32_t db0)
+{
+	uint32_t lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3, g = lane >> 2, c = lane & 3;
+
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		uint32_t h = h0 + 8 * (i >> 1) + 2 * c + (i & 1);
+		float inv = n_split == 1 ? (nrec ? 1.0f / l_run[h - h0] : 0.0f) : 1.0f;
+		float *out = n_split == 1 ? o_lat + ((size_t)t * H + h) * 512 :
+					    part + (((size_t)t * n_split + split) * H + h) * 512;
+
+		if (h >= H)
+			continue;
+#pragma unroll
+		for (int k = 0; k < NB; k++) {
+			uint32_t d = (db0 + k) * 64 + 16 * wq + 2 * g;
+			float x0 = o[k][4 * (i >> 1) + (i & 1)], x1 = o[k][4 * (i >> 1) + 2 + (i & 1)];
+			float f = fo[k >> 1] * inv;
+
+			/* With no record o is 0 and fo 0: zeros, not NaN. */
+			*(float2 *)(out + d) = n_split == 1 && !nrec ? make_float2(0.0f, 0.0f) :
+								      make_float2(x0 * f, x1 * f);
+		}
+	}
+}
+
+/*
  * Sparse MLA for a group of 16 heads on the warpgroup MMA: block (split,
  * token), two warpgroups, one block an SM, many tiles a split (ops_dsa.c,
  * mla_splits). The products are transposed so that a tile's 64 records
@@ -2174,26 +2210,7 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 #pragma unroll
 	for (int u = 0; u < 2; u++)
 		fo[u] = dsa_pow2c(dsa_pick4(eref, 2 * wg + u) - 15);
-#pragma unroll
-	for (int i = 0; i < 4; i++) {
-		uint32_t h = h0 + 8 * (i >> 1) + 2 * c + (i & 1);
-		float inv = n_split == 1 ? (nrec ? 1.0f / l_run[h - h0] : 0.0f) : 1.0f;
-		float *out = n_split == 1 ? o_lat + ((size_t)t * H + h) * 512 :
-					    part + (((size_t)t * n_split + split) * H + h) * 512;
-
-		if (h >= H)
-			continue;
-#pragma unroll
-		for (int k = 0; k < 4; k++) {
-			uint32_t d = (4 * wg + k) * 64 + 16 * wq + 2 * g;
-			float x0 = o[k][4 * (i >> 1) + (i & 1)], x1 = o[k][4 * (i >> 1) + 2 + (i & 1)];
-			float f = fo[k >> 1] * inv;
-
-			/* With no record o is 0 and fo 0: zeros, not NaN. */
-			*(float2 *)(out + d) = n_split == 1 && !nrec ? make_float2(0.0f, 0.0f) :
-								      make_float2(x0 * f, x1 * f);
-		}
-	}
+	dsa_m16_store<4>(o_lat, part, o, fo, l_run, t, H, h0, n_split, split, nrec, 4 * wg);
 	if (n_split > 1 && tid < HG && h0 + tid < H) {
 		float *ml = part + (size_t)(gridDim.x / n_hg) * H * 512 +
 			    (((size_t)t * n_split + split) * H + h0 + tid) * 2;
@@ -2305,6 +2322,28 @@ __device__ __forceinline__ void dsa_ws_fold(float *L, const float *d, const floa
 }
 
 /*
+ * After the wait for latent tile tau's MMAs: fold its sums d into L, then
+ * start tile tau + 2's into the same accumulators with the register set
+ * a (one commit group).
+ */
+__device__ __forceinline__ void dsa_ws_srefill(float *L, float *d, uint32_t (*a)[4],
+					       const uint8_t *pe, const uint8_t *po, uint64_t dq,
+					       const float (*sc)[4], uint32_t tau)
+{
+	hac_wg_hold<16>(d);
+	dsa_ws_fold(L, d, sc, tau);
+#pragma unroll
+	for (int i = 0; i < 16; i++)
+		d[i] = 0.0f;
+	dsa_ws_sfrag(a, pe, po, tau + 2);
+	hac_wg_hold<16>(d);
+	hac_wg_hold_a<8>(a);
+	hac_wg_fence();
+	dsa_ws_smma(d, a, dq, tau + 2);
+	hac_wg_commit();
+}
+
+/*
  * O's A fragments for dim blocks db0, db0 + 1 (rows: dims 16 wq + 2 g and
  * + 1 of a block of 64; k: the tile's 64 records) by ldmatrix.trans of
  * the codes, one byte permute and the conversions. pe, po as for
@@ -2350,6 +2389,18 @@ __device__ __forceinline__ void dsa_ws_omma(float (*o)[8], const uint32_t (*a)[4
 
 		dsa_wg_n16r(o[db], a[k], dp + ((db >> 1) * 2048 + (k & 3) * 32) / 16);
 	}
+}
+
+/* O's fragments of dim blocks db0, db0 + 1 into the register set a, then
+ * their MMAs (one commit group). */
+__device__ __forceinline__ void dsa_ws_ostep(float (*o)[8], uint32_t (*a)[4], const uint8_t *pe,
+					     const uint8_t *po, uint64_t dp, uint32_t db0)
+{
+	dsa_ws_ofrag(a, pe, po, db0);
+	hac_wg_hold_a<8>(a);
+	hac_wg_fence();
+	dsa_ws_omma(o, a, dp, db0);
+	hac_wg_commit();
 }
 
 /*
@@ -2566,30 +2617,10 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 			dsa_ws_smma(sa[1], a1, dq, 1);
 			hac_wg_commit();
 			hac_wg_wait<1>();
-			hac_wg_hold<16>(sa[0]);
 			hac_wg_hold<16>(sr);
-			dsa_ws_fold(L, sa[0], sc, 0);
-#pragma unroll
-			for (int i = 0; i < 16; i++)
-				sa[0][i] = 0.0f;
-			dsa_ws_sfrag(a0, pe, po, 2);
-			hac_wg_hold<16>(sa[0]);
-			hac_wg_hold_a<8>(a0);
-			hac_wg_fence();
-			dsa_ws_smma(sa[0], a0, dq, 2);
-			hac_wg_commit();
+			dsa_ws_srefill(L, sa[0], a0, pe, po, dq, sc, 0);
 			hac_wg_wait<1>();
-			hac_wg_hold<16>(sa[1]);
-			dsa_ws_fold(L, sa[1], sc, 1);
-#pragma unroll
-			for (int i = 0; i < 16; i++)
-				sa[1][i] = 0.0f;
-			dsa_ws_sfrag(a1, pe, po, 3);
-			hac_wg_hold<16>(sa[1]);
-			hac_wg_hold_a<8>(a1);
-			hac_wg_fence();
-			dsa_ws_smma(sa[1], a1, dq, 3);
-			hac_wg_commit();
+			dsa_ws_srefill(L, sa[1], a1, pe, po, dq, sc, 1);
 			hac_wg_wait<1>();
 			hac_wg_hold<16>(sa[0]);
 			dsa_ws_fold(L, sa[0], sc, 2);
@@ -2826,28 +2857,14 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 #pragma unroll
 		for (int k = 0; k < 8; k++)
 			hac_wg_hold<8>(o[k]);
-		dsa_ws_ofrag(a0, pe, po, 0);
-		hac_wg_hold_a<8>(a0);
-		hac_wg_fence();
-		dsa_ws_omma(o, a0, dp, 0);
-		hac_wg_commit();
-		dsa_ws_ofrag(a1, pe, po, 2);
-		hac_wg_hold_a<8>(a1);
-		hac_wg_fence();
-		dsa_ws_omma(o, a1, dp, 2);
-		hac_wg_commit();
+		/* two register sets in turn: one converts while the
+		 * other's MMAs run */
+		dsa_ws_ostep(o, a0, pe, po, dp, 0);
+		dsa_ws_ostep(o, a1, pe, po, dp, 2);
 		hac_wg_wait<1>();
-		dsa_ws_ofrag(a0, pe, po, 4);
-		hac_wg_hold_a<8>(a0);
-		hac_wg_fence();
-		dsa_ws_omma(o, a0, dp, 4);
-		hac_wg_commit();
+		dsa_ws_ostep(o, a0, pe, po, dp, 4);
 		hac_wg_wait<1>();
-		dsa_ws_ofrag(a1, pe, po, 6);
-		hac_wg_hold_a<8>(a1);
-		hac_wg_fence();
-		dsa_ws_omma(o, a1, dp, 6);
-		hac_wg_commit();
+		dsa_ws_ostep(o, a1, pe, po, dp, 6);
 		hac_wg_wait<0>();
 #pragma unroll
 		for (int k = 0; k < 8; k++)
@@ -2872,26 +2889,7 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 #pragma unroll
 	for (int tau = 0; tau < 4; tau++)
 		fo[tau] = dsa_pow2c(eref[tau] - 15);
-#pragma unroll
-	for (int i = 0; i < 4; i++) {
-		uint32_t h = h0 + 8 * (i >> 1) + 2 * c + (i & 1);
-		float inv = n_split == 1 ? (nrec ? 1.0f / l_fin[h - h0] : 0.0f) : 1.0f;
-		float *out = n_split == 1 ? o_lat + ((size_t)t * H + h) * 512 :
-					    part + (((size_t)t * n_split + split) * H + h) * 512;
-
-		if (h >= H)
-			continue;
-#pragma unroll
-		for (int k = 0; k < 8; k++) {
-			uint32_t d = k * 64 + 16 * wq + 2 * g;
-			float x0 = o[k][4 * (i >> 1) + (i & 1)], x1 = o[k][4 * (i >> 1) + 2 + (i & 1)];
-			float fk = fo[k >> 1] * inv;
-
-			/* With no record o is 0 and fo 0: zeros, not NaN. */
-			*(float2 *)(out + d) = n_split == 1 && !nrec ? make_float2(0.0f, 0.0f) :
-								      make_float2(x0 * fk, x1 * fk);
-		}
-	}
+	dsa_m16_store<8>(o_lat, part, o, fo, l_fin, t, H, h0, n_split, split, nrec, 0);
 }
 
 HACCEL_K void __launch_bounds__(DSA_MLA_THREADS, 1)
