@@ -1799,6 +1799,29 @@ __device__ __forceinline__ void dsa_m16_issue(uint8_t *codes, uint8_t *scl, uint
 }
 
 /*
+ * Two k-steps of V^T's A fragments (O^T's rows: dims 2 g and 2 g + 1 of a
+ * 16-dim chunk; k: 32 records) from the codes: ldmatrix.trans of the
+ * lane's row at p gives a lane 4 codes, two records by two dims, which
+ * one byte permute makes the fragments of the two rows.
+ */
+__device__ __forceinline__ void dsa_m16_vfrag(uint32_t (*a)[4], const uint8_t *p)
+{
+	uint32_t r[4];
+
+	dsa_ldsm4t(r, p);
+#pragma unroll
+	for (uint32_t h2 = 0; h2 < 2; h2++) {
+		uint32_t t0 = dsa_prmt3120(r[2 * h2]);
+		uint32_t t1 = dsa_prmt3120(r[2 * h2 + 1]);
+
+		a[h2][0] = dsa_e4m3x2(t0 & 0xffff);
+		a[h2][1] = dsa_e4m3x2_hi(t0);
+		a[h2][2] = dsa_e4m3x2(t1 & 0xffff);
+		a[h2][3] = dsa_e4m3x2_hi(t1);
+	}
+}
+
+/*
  * Step (3) of a tile (haccel_dsa_mla_h16), two head rows a warp (rows warp
  * and warp + 8), records 2 lane and 2 lane + 1: the logits (the sum of the
  * two warpgroups' partial rows of S), the running max m and sum l, alpha,
@@ -2168,20 +2191,9 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 				for (uint32_t kp = 0; kp < 2; kp++) {
 					uint32_t j = 16 * (2 * kp + (lane >> 4)) + 8 * ((lane >> 3) & 1) +
 						     (lane & 7);
-					uint32_t r[4];
 
-					dsa_ldsm4t(r, cb + j * 512 + 16 * dsa_m16_cpos(j, ch));
-#pragma unroll
-					for (uint32_t h2 = 0; h2 < 2; h2++) {
-						uint32_t t0 = dsa_prmt3120(r[2 * h2]);
-						uint32_t t1 = dsa_prmt3120(r[2 * h2 + 1]);
-						uint32_t *ak = a[4 * k + 2 * kp + h2];
-
-						ak[0] = dsa_e4m3x2(t0 & 0xffff);
-						ak[1] = dsa_e4m3x2_hi(t0);
-						ak[2] = dsa_e4m3x2(t1 & 0xffff);
-						ak[3] = dsa_e4m3x2_hi(t1);
-					}
+					dsa_m16_vfrag(a + 4 * k + 2 * kp,
+						      cb + j * 512 + 16 * dsa_m16_cpos(j, ch));
 				}
 			}
 			hac_wg_hold_a<16>(a);
@@ -2246,16 +2258,6 @@ __device__ __forceinline__ void dsa_cp_arrive(uint64_t *bar)
 {
 	asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n"
 		     ::"r"(hac_saddr(bar)) : "memory");
-}
-
-/* d (64 x 32, fp32) += A B, bf16: A 64 x 16 in registers (mma.m16n8k16's
- * A fragment, a warp 16 rows), B 16 x 32 K-major in shared memory. */
-__device__ __forceinline__ void dsa_wg_n32r_bf16(float *d, const uint32_t *a, uint64_t b)
-{
-	asm volatile("wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
-		     "{%16,%17,%18,%19}, %20, 1, 1, 1, 0;\n"
-		     : HAC_WG_D8(d), HAC_WG_D8((d + 8)) : HAC_WG_A4(a), "l"(b));
 }
 
 /*
@@ -2359,22 +2361,8 @@ __device__ __forceinline__ void dsa_ws_ofrag(uint32_t (*a)[4], const uint8_t *pe
 		const uint8_t *p = (((db0 + k) & 1) ? po : pe) + 64 * (db0 + k);
 
 #pragma unroll
-		for (uint32_t kp = 0; kp < 2; kp++) {
-			uint32_t r[4];
-
-			dsa_ldsm4t(r, p + kp * 32 * 512);
-#pragma unroll
-			for (uint32_t h2 = 0; h2 < 2; h2++) {
-				uint32_t t0 = dsa_prmt3120(r[2 * h2]);
-				uint32_t t1 = dsa_prmt3120(r[2 * h2 + 1]);
-				uint32_t *ak = a[4 * k + 2 * kp + h2];
-
-				ak[0] = dsa_e4m3x2(t0 & 0xffff);
-				ak[1] = dsa_e4m3x2_hi(t0);
-				ak[2] = dsa_e4m3x2(t1 & 0xffff);
-				ak[3] = dsa_e4m3x2_hi(t1);
-			}
-		}
+		for (uint32_t kp = 0; kp < 2; kp++)
+			dsa_m16_vfrag(a + 4 * k + 2 * kp, p + kp * 32 * 512);
 	}
 }
 
@@ -2609,7 +2597,7 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 #pragma unroll
 			for (uint32_t ks = 0; ks < 4; ks++)
 				if (ks < nrope)
-					dsa_wg_n32r_bf16(sr, ar[ks], dqp + ks * 2);
+					hac_wg_bf16r<32>(sr, ar[ks], dqp + ks * 2);
 			hac_wg_commit();
 			dsa_ws_sfrag(a1, pe, po, 1);
 			hac_wg_hold_a<8>(a1);

@@ -158,4 +158,53 @@ __device__ __forceinline__ void hac_fence_async(void)
 
 #define HAC_WG_A4(a) "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3])
 
+/* d (64 x NV, fp32) += A B on .tf32: A 64 x 8 in registers (a warp 16
+ * rows, mma.m16n8k8's A fragment), B 8 x NV K-major in shared memory. */
+template <uint32_t NV>
+__device__ __forceinline__ void hac_wg_tf32r(float *d, const uint32_t *a, uint64_t b);
+
+template <>
+__device__ __forceinline__ void hac_wg_tf32r<32>(float *d, const uint32_t *a, uint64_t b)
+{
+	asm volatile("wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
+		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+		     "{%16,%17,%18,%19}, %20, 1, 1, 1;\n"
+		     : HAC_WG_D8(d), HAC_WG_D8((d + 8)) : HAC_WG_A4(a), "l"(b));
+}
+
+template <>
+__device__ __forceinline__ void hac_wg_tf32r<64>(float *d, const uint32_t *a, uint64_t b)
+{
+	asm volatile("wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+		     "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+		     "{%32,%33,%34,%35}, %36, 1, 1, 1;\n"
+		     : HAC_WG_D8(d), HAC_WG_D8((d + 8)), HAC_WG_D8((d + 16)), HAC_WG_D8((d + 24))
+		     : HAC_WG_A4(a), "l"(b));
+}
+
+/* The same on .bf16, k 16 (mma.m16n8k16's A fragment). */
+template <uint32_t NV>
+__device__ __forceinline__ void hac_wg_bf16r(float *d, const uint32_t *a, uint64_t b);
+
+template <>
+__device__ __forceinline__ void hac_wg_bf16r<32>(float *d, const uint32_t *a, uint64_t b)
+{
+	asm volatile("wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+		     "{%16,%17,%18,%19}, %20, 1, 1, 1, 0;\n"
+		     : HAC_WG_D8(d), HAC_WG_D8((d + 8)) : HAC_WG_A4(a), "l"(b));
+}
+
+template <>
+__device__ __forceinline__ void hac_wg_bf16r<64>(float *d, const uint32_t *a, uint64_t b)
+{
+	asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+		     "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+		     "{%32,%33,%34,%35}, %36, 1, 1, 1, 0;\n"
+		     : HAC_WG_D8(d), HAC_WG_D8((d + 8)), HAC_WG_D8((d + 16)), HAC_WG_D8((d + 24))
+		     : HAC_WG_A4(a), "l"(b));
+}
+
 #endif /* HACCEL_KERNELS_KUTIL_CUH */
