@@ -8,13 +8,14 @@
  */
 #include "format.cuh"
 
-/* One block per row: the row's y = x r w (w absent: 1) to put(d, y). */
+/* One block per row: the row's y = x r w (w absent: 1) to put(d, y); rows
+ * ldx floats apart. */
 template <typename F>
-__device__ __forceinline__ void rmsnorm_row(const float *x, const float *w, uint32_t D, float eps,
-					    F put)
+__device__ __forceinline__ void rmsnorm_row_ld(const float *x, uint64_t ldx, const float *w,
+					       uint32_t D, float eps, F put)
 {
 	__shared__ float sh[32];
-	const float *xr = x + (size_t)blockIdx.x * D;
+	const float *xr = x + blockIdx.x * ldx;
 	float ss = 0.0f;
 
 	for (uint32_t d = threadIdx.x; d < D; d += blockDim.x)
@@ -25,12 +26,38 @@ __device__ __forceinline__ void rmsnorm_row(const float *x, const float *w, uint
 		put(d, xr[d] * r * (w ? w[d] : 1.0f));
 }
 
+template <typename F>
+__device__ __forceinline__ void rmsnorm_row(const float *x, const float *w, uint32_t D, float eps,
+					    F put)
+{
+	rmsnorm_row_ld(x, D, w, D, eps, put);
+}
+
 HACCEL_K void haccel_rmsnorm(float *y, const float *x, const float *w, uint32_t D, float eps)
 {
 	HAC_PDL();
 	float *yr = y + (size_t)blockIdx.x * D;
 
 	rmsnorm_row(x, w, D, eps, [&](uint32_t d, float v) { yr[d] = v; });
+}
+
+/*
+ * A fused projection's row split in two, the first part normed: y[t] =
+ * rmsnorm(x[t][0..D)), y2[t] = x[t][D..D + n2) (rows of x ldx floats):
+ * DSA's KV latent and rope key from one kva row, the bits of two row
+ * copies and haccel_rmsnorm.
+ */
+HACCEL_K void haccel_rmsnorm_split(float *y, const float *x, uint64_t ldx, const float *w,
+				   uint32_t D, float eps, float *y2, uint32_t n2)
+{
+	HAC_PDL();
+	float *yr = y + (size_t)blockIdx.x * D;
+	const float *xr = x + blockIdx.x * ldx + D;
+	float *y2r = y2 + (size_t)blockIdx.x * n2;
+
+	for (uint32_t i = threadIdx.x; i < n2; i += blockDim.x)
+		y2r[i] = xr[i];
+	rmsnorm_row_ld(x, ldx, w, D, eps, [&](uint32_t d, float v) { yr[d] = v; });
 }
 
 /* The same norm, rounded to bf16 as haccel_to_bf16 rounds (the input of
@@ -108,17 +135,39 @@ HACCEL_K void haccel_scale(float *y, const float *x, float s, uint64_t n)
 		y[i] = x[i] * s;
 }
 
+__device__ __forceinline__ uint16_t to_bf16_rne(float x)
+{
+	uint32_t u = __float_as_uint(x);
+
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40);
+	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
 HACCEL_K void haccel_to_bf16(uint16_t *y, const float *x, uint64_t n)
 {
 	HAC_PDL();
 	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
-	     i += (uint64_t)gridDim.x * blockDim.x) {
-		uint32_t u = __float_as_uint(x[i]);
+	     i += (uint64_t)gridDim.x * blockDim.x)
+		y[i] = to_bf16_rne(x[i]);
+}
 
-		if ((u & 0x7fffffffu) > 0x7f800000u)
-			y[i] = (uint16_t)((u >> 16) | 0x40);
-		else
-			y[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+/* haccel_to_bf16 of n values (rows of w), and the columns [c0, w) of each
+ * row copied to y2 (rows of w - c0): DSA's queries for the absorbed GEMM
+ * and their rope parts, in one launch. */
+HACCEL_K void haccel_to_bf16_tail(uint16_t *y, const float *x, uint64_t n, uint32_t w,
+				  uint32_t c0, float *y2)
+{
+	HAC_PDL();
+	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+	     i += (uint64_t)gridDim.x * blockDim.x) {
+		float v = x[i];
+		uint64_t r = i / w;
+		uint32_t c = (uint32_t)(i - r * w);
+
+		y[i] = to_bf16_rne(v);
+		if (c >= c0)
+			y2[r * (w - c0) + c - c0] = v;
 	}
 }
 

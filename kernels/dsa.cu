@@ -273,25 +273,27 @@ __device__ __forceinline__ uint32_t dsa_max_u16x2(uint32_t a, uint32_t b)
  * rounded powf that glibc returns. cos and sin are taken in double too;
  * the rotation is not contracted into FMAs, as on the CPU.
  */
-HACCEL_K void haccel_rope(float *x, uint32_t n_vec, uint64_t tok_stride, uint64_t vec_stride,
-			  uint32_t dim, const uint32_t *pos, float theta, int layout)
+__device__ __forceinline__ void dsa_rope_angles(float *cs, uint32_t dim, uint32_t pos,
+						float theta)
 {
-	HAC_PDL();
-	float *cs = (float *)dsa_smem;
-	uint32_t half = dim / 2, t = blockIdx.x;
-	float *xt = x + t * tok_stride;
-
-	for (uint32_t i = threadIdx.x; i < half; i += blockDim.x) {
+	for (uint32_t i = threadIdx.x; i < dim / 2; i += blockDim.x) {
 		float ex = __fdiv_rn((float)(2 * i), (float)dim);
 		float inv = __fdiv_rn(1.0f, (float)pow((double)theta, (double)ex));
-		float ang = __fmul_rn((float)pos[t], inv);
+		float ang = __fmul_rn((float)pos, inv);
 		double s, c;
 
 		sincos((double)ang, &s, &c);
 		cs[2 * i] = (float)c;
 		cs[2 * i + 1] = (float)s;
 	}
-	__syncthreads();
+}
+
+/* n_vec vectors of one token from xt, vec_stride floats apart. */
+__device__ __forceinline__ void dsa_rope_rotate(float *xt, uint32_t n_vec, uint64_t vec_stride,
+						uint32_t dim, int layout, const float *cs)
+{
+	uint32_t half = dim / 2;
+
 	for (uint32_t k = threadIdx.x; k < n_vec * half; k += blockDim.x) {
 		uint32_t v = k / half, i = k - v * half;
 		uint32_t ia = layout ? 2 * i : i, ib = layout ? 2 * i + 1 : i + half;
@@ -301,6 +303,34 @@ HACCEL_K void haccel_rope(float *x, uint32_t n_vec, uint64_t tok_stride, uint64_
 		xv[ia] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
 		xv[ib] = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
 	}
+}
+
+HACCEL_K void haccel_rope(float *x, uint32_t n_vec, uint64_t tok_stride, uint64_t vec_stride,
+			  uint32_t dim, const uint32_t *pos, float theta, int layout)
+{
+	HAC_PDL();
+	float *cs = (float *)dsa_smem;
+	uint32_t t = blockIdx.x;
+
+	dsa_rope_angles(cs, dim, pos[t], theta);
+	__syncthreads();
+	dsa_rope_rotate(x + t * tok_stride, n_vec, vec_stride, dim, layout, cs);
+}
+
+/* Two sets of vectors at the same positions (attention's queries and its
+ * key): one launch, the angles once; the same bits as haccel_rope on each. */
+HACCEL_K void haccel_rope2(float *x, uint32_t n_vec, uint64_t tok_stride, uint64_t vec_stride,
+			   float *x2, uint32_t n_vec2, uint64_t tok_stride2, uint64_t vec_stride2,
+			   uint32_t dim, const uint32_t *pos, float theta, int layout)
+{
+	HAC_PDL();
+	float *cs = (float *)dsa_smem;
+	uint32_t t = blockIdx.x;
+
+	dsa_rope_angles(cs, dim, pos[t], theta);
+	__syncthreads();
+	dsa_rope_rotate(x + t * tok_stride, n_vec, vec_stride, dim, layout, cs);
+	dsa_rope_rotate(x2 + t * tok_stride2, n_vec2, vec_stride2, dim, layout, cs);
 }
 
 /* ------------------------------------------------------------------------ */

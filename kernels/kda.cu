@@ -153,6 +153,63 @@ HACCEL_K void haccel_kda_conv(float *out, const float *in, uint32_t C, const flo
 	out[(size_t)t * C + c] = acc / (1.0f + expf(-acc));
 }
 
+/*
+ * Both at once for short segments (decode: a token each): grid (n_seg,
+ * ceil(C / 256), convolutions), block 256, a thread one channel of one
+ * segment. It keeps the last W - 1 inputs in registers (from the tail),
+ * forms the segment's outputs in token order with the same sums as
+ * haccel_kda_conv, then writes the new tail: one launch where the pair
+ * takes two. (A thread runs its segment's tokens one after another, so
+ * long segments take the pair.)
+ */
+HACCEL_K void haccel_kda_conv_seg(float *out, const float *in, uint32_t C, const float *w,
+				  uint32_t W, const uint32_t *seg_off, const uint32_t *seg_slot,
+				  char *tail_base, uint64_t slot_stride, uint64_t gs_out,
+				  uint64_t gs_in, uint64_t gs_w, uint64_t gs_tail)
+{
+	HAC_PDL();
+	uint32_t s = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
+	uint32_t t0 = seg_off[s], t1 = seg_off[s + 1];
+	int P = (int)W - 1;
+	float win[7], wc[8];
+
+	if (c >= C || t1 <= t0)
+		return;
+	out += blockIdx.z * gs_out;
+	in += blockIdx.z * gs_in;
+	w += blockIdx.z * gs_w;
+	tail_base += blockIdx.z * gs_tail;
+	float *tail = (float *)(tail_base + seg_slot[s] * slot_stride);
+#pragma unroll
+	for (int j = 0; j < 8; j++)
+		wc[j] = j < (int)W ? w[(size_t)c * W + j] : 0.0f;
+#pragma unroll
+	for (int r = 0; r < 7; r++)
+		win[r] = r < P ? tail[(size_t)r * C + c] : 0.0f;
+	for (uint32_t t = t0; t < t1; t++) {
+		float x = in[(size_t)t * C + c], acc = 0.0f;
+
+		/* the window, then x: haccel_kda_conv's order of the sum */
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+			if (j < P)
+				acc += wc[j] * win[j];
+			else if (j == P)
+				acc += wc[j] * x;
+		out[(size_t)t * C + c] = acc / (1.0f + expf(-acc));
+#pragma unroll
+		for (int j = 0; j < 7; j++)
+			if (j + 1 < P)
+				win[j] = win[j + 1];
+			else if (j + 1 == P)
+				win[j] = x;
+	}
+#pragma unroll
+	for (int r = 0; r < 7; r++)
+		if (r < P)
+			tail[(size_t)r * C + c] = win[r];
+}
+
 /* grid (n_seg, ceil(C / 256), convolutions), block 256, after
  * haccel_kda_conv: the new tail is the last W - 1 rows of (old tail, the
  * segment's inputs), each thread one channel, read whole before it is

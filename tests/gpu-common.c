@@ -75,6 +75,36 @@ static void test_norms(void)
 			KTAP_EXPECT(bad == 0);
 			free(gb), free(fb);
 		}
+		/* Split out of wider rows (DSA's kva): the norm's bits, and the
+		 * rest of each row copied. */
+		{
+			uint32_t n2 = D % 3 + 5, ld = D + n2 + 3;
+			float *xs = rnd((size_t)T * ld, -3, 3), *g2 = malloc((size_t)T * n2 * 4);
+			float *ref = malloc((size_t)T * D * 4);
+			haccel__dptr dxs = gpu_up(xs, (size_t)T * ld * 4);
+			haccel__dptr dy2 = gpu_alloc((size_t)T * n2 * 4);
+			haccel__dptr dxr = gpu_alloc((size_t)T * D * 4);
+			int same = 1;
+
+			KTAP_ASSERT(g2 && ref);
+			KTAP_ASSERT_EQ(haccel__cuda_rmsnorm_split(g, NULL, dy, dxs, ld, dw, T, D,
+								  1e-6f, dy2, n2),
+				       0);
+			gpu_down(got, dy, (size_t)T * D * 4);
+			gpu_down(g2, dy2, (size_t)T * n2 * 4);
+			KTAP_ASSERT_EQ(haccel__cuda_copy_rows(g, NULL, dxr, D, dxs, ld, T, D), 0);
+			KTAP_ASSERT_EQ(haccel__cuda_rmsnorm(g, NULL, dxr, dxr, dw, T, D, 1e-6f), 0);
+			gpu_down(ref, dxr, (size_t)T * D * 4);
+			KTAP_EXPECT(memcmp(got, ref, (size_t)T * D * 4) == 0);
+			for (uint32_t t = 0; t < T; t++)
+				same &= !memcmp(g2 + (size_t)t * n2, xs + (size_t)t * ld + D,
+						n2 * 4);
+			KTAP_EXPECT(same);
+			KTAP_EXPECT_EQ(haccel__cuda_rmsnorm_split(g, NULL, dy, dxs, D + n2 - 1, dw,
+								  T, D, 1e-6f, dy2, n2),
+				       -EINVAL);
+			free(xs), free(g2), free(ref);
+		}
 		haccel__cpu_layernorm(want, x, w, b, T, D, 1e-6f);
 		KTAP_ASSERT_EQ(haccel__cuda_layernorm(g, NULL, dy, dx, dw, db, T, D, 1e-6f), 0);
 		gpu_down(got, dy, (size_t)T * D * 4);
@@ -180,6 +210,29 @@ static void test_bf16(void)
 				ktap_diag("bf16(0x%08x): got 0x%04x want 0x%04x", x[i], got[i], want);
 	}
 	KTAP_EXPECT_EQ(bad, 0);
+
+	/* With the tail of each row copied (DSA's queries: rows of 192, the
+	 * last 64 out): the same bf16 bits, the tails exact. */
+	{
+		const uint32_t w = 192, c0 = 128;
+		size_t rows = n / w, nt = rows * (w - c0);
+		uint16_t *got2 = malloc(rows * w * 2);
+		uint32_t *tail = malloc(nt * 4);
+		haccel__dptr dy2 = gpu_alloc(rows * w * 2), dt = gpu_alloc(nt * 4);
+		int same = 1;
+
+		KTAP_ASSERT(got2 && tail);
+		KTAP_ASSERT_EQ(haccel__cuda_to_bf16_tail(g, NULL, dy2, dx, rows, w, c0, dt), 0);
+		gpu_down(got2, dy2, rows * w * 2);
+		gpu_down(tail, dt, nt * 4);
+		KTAP_EXPECT(memcmp(got2, got, rows * w * 2) == 0);
+		for (size_t r = 0; r < rows; r++)
+			same &= !memcmp(tail + r * (w - c0), x + r * w + c0, (w - c0) * 4);
+		KTAP_EXPECT(same);
+		KTAP_EXPECT_EQ(haccel__cuda_to_bf16_tail(g, NULL, dy2, dx, rows, w, w + 1, dt),
+			       -EINVAL);
+		free(got2), free(tail);
+	}
 	free(x), free(got);
 	gpu_close();
 }

@@ -120,10 +120,26 @@ static void test_rope(void)
 		gpu_down(got, dx, T * TS * sizeof(float));
 		ktap_diag("layout %d dim %u theta %g", layout, dim, (double)theta);
 		KTAP_EXPECT(gpu_close_enough("rope", got, want, T * TS, 1e-5, 1e-5));
+
+		/* rope2: the same vectors as two sets (the first NV - 1 of each
+		 * token, then the last, as attention's queries and key), the
+		 * same bits as rope */
+		haccel__dptr dx2 = gpu_up(x, T * TS * sizeof(float));
+		float *got2 = xmalloc(T * TS * sizeof(float));
+
+		KTAP_ASSERT_EQ(haccel__cuda_rope2(g, NULL, dx2, NV - 1, TS, VS,
+						  dx2 + (NV - 1) * VS * sizeof(float), 1, TS, VS, T,
+						  dim, dpos, theta, layout),
+			       0);
+		gpu_down(got2, dx2, T * TS * sizeof(float));
+		KTAP_EXPECT(memcmp(got2, got, T * TS * sizeof(float)) == 0);
+		free(got2);
 		free(x);
 		free(want);
 	}
 	KTAP_EXPECT_EQ(haccel__cuda_rope(g, NULL, 0, 1, 1, 1, 1, 64, 0, 1e4f, 2), -EINVAL);
+	KTAP_EXPECT_EQ(haccel__cuda_rope2(g, NULL, 0, 1, 1, 1, 0, 1, 1, 1, 1, 64, 0, 1e4f, 2),
+		       -EINVAL);
 	free(got);
 	gpu_close();
 }

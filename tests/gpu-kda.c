@@ -127,6 +127,10 @@ static void segs_make(struct segs *sg, const uint32_t *lens, uint32_t n)
 /* The five lengths the brief asks for, and an empty segment among them. */
 static const uint32_t mixed_lens[] = { 1, 3, 64, 0, 65, 200 };
 #define N_MIXED (sizeof(mixed_lens) / sizeof(mixed_lens[0]))
+/* Decode-like: a token a segment but for an empty one and two longer ones
+ * (T <= 2 n_seg: the convolution's one-launch path, haccel_kda_conv_seg). */
+static const uint32_t short_lens[] = { 1, 1, 0, 1, 2, 1, 1, 3, 1, 1, 1, 1, 1, 1, 1, 1 };
+#define N_SHORT (sizeof(short_lens) / sizeof(short_lens[0]))
 
 /* ------------------------------------------------------------------------ */
 /* Inputs of the recurrence (as tests/model-kda.c)                          */
@@ -259,7 +263,8 @@ static void gpu_segments(struct haccel__gpu *g, float *pool, const struct segs *
 		uint32_t canary = 0xdeadbeef, back;
 		haccel__dptr scr = gpu_alloc(scr_bytes + 16);
 
-		KTAP_ASSERT(g->cu->MemcpyHtoD(scr + scr_bytes, &canary, 4) == 0);
+		KTAP_ASSERT(g->cu->MemcpyHtoDAsync(scr + scr_bytes, &canary, 4, g->stream) == 0);
+		KTAP_ASSERT(g->cu->StreamSynchronize(g->stream) == 0);
 		KTAP_ASSERT_EQ(haccel__cuda_kda_chunked(g, NULL, d->q, d->k, d->v, d->g, d->beta,
 							d->o, T, H, K, V, sg->n, sg->d_off,
 							sg->d_slot, dpool, stride, scr),
@@ -305,17 +310,20 @@ static void expect_chunk(const char *what, const float *o, const float *o_ref,
 /* ------------------------------------------------------------------------ */
 /* Convolution                                                              */
 
-/* Segments of 1, 3, 64, 0, 65, 200 tokens with their own tails in
- * scattered slots, against the CPU op per segment; widths 4, 3, 8 and 1. */
+/* Segments of 1, 3, 64, 0, 65, 200 tokens (the convolution, then the
+ * tails' launch), then the short segments of short_lens (one launch), with
+ * their own tails in scattered slots, against the CPU op per segment;
+ * widths 4, 3, 8 and 1. */
 static void t_conv_segments(void)
 {
 	struct haccel__gpu *g = gpu_open();
 	static const uint32_t Ws[] = { 4, 3, 8, 1 }, Cs[] = { 300, 40, 72, 33 };
 	struct segs sg;
 
-	segs_make(&sg, mixed_lens, N_MIXED);
-	for (unsigned int i = 0; i < 4; i++) {
-		uint32_t W = Ws[i], C = Cs[i], T = sg.T, P = W - 1;
+	for (unsigned int i = 0; i < 8; i++) {
+		if (i % 4 == 0)
+			segs_make(&sg, i ? short_lens : mixed_lens, i ? N_SHORT : N_MIXED);
+		uint32_t W = Ws[i % 4], C = Cs[i % 4], T = sg.T, P = W - 1;
 		/* A slot: the tail, then room the op must not touch. */
 		size_t slot = (size_t)(W > 1 ? P : 1) * C + 8;
 		float *in = rnd((size_t)T * C, -3.0f, 3.0f), *w = rnd((size_t)C * W, -1.0f, 1.0f);
@@ -335,7 +343,7 @@ static void t_conv_segments(void)
 			       0);
 		gpu_down(got, dout, (size_t)T * C * 4);
 		gpu_down(tails, dt, sg.n_slots * slot * 4);
-		ktap_diag("W=%u C=%u", W, C);
+		ktap_diag("W=%u C=%u, %u tokens in %u segments", W, C, T, sg.n);
 		KTAP_EXPECT(gpu_close_enough("conv", got, want, (size_t)T * C, 1e-6, TOL_ELEM));
 		KTAP_EXPECT(memcmp(tails, tails_ref, sg.n_slots * slot * 4) == 0);
 	}
@@ -343,17 +351,31 @@ static void t_conv_segments(void)
 	gpu_close();
 }
 
+/* The first of n floats where a and b differ, as a diagnostic. */
+static void first_diff(const char *what, const float *a, const float *b, size_t n)
+{
+	size_t k = 0, m = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (memcmp(&a[i], &b[i], 4)) {
+			if (!m++)
+				k = i;
+		}
+	if (m)
+		ktap_diag("%s: %zu of %zu differ, the first at %zu: %.9g against %.9g", what, m, n,
+			  k, (double)a[k], (double)b[k]);
+}
+
 /* Three convolutions (a layer's q, k, v) in one launch, over the segments
  * of t_conv_segments: each against the CPU op; then with the tails listed
  * in reverse (not equally spaced in order: one launch each), the same
  * bits. */
-static void t_conv_n(void)
+static void conv_n_on(struct haccel__gpu *g, const uint32_t *lens, uint32_t nl)
 {
-	struct haccel__gpu *g = gpu_open();
 	const uint32_t W = 4, C = 300, P = W - 1, NG = 3;
 	struct segs sg;
 
-	segs_make(&sg, mixed_lens, N_MIXED);
+	segs_make(&sg, lens, nl);
 	uint32_t T = sg.T;
 	size_t slot = (size_t)P * C + 8, tc = (size_t)T * C, wc = (size_t)C * W;
 	size_t ts = sg.n_slots * slot; /* floats of one convolution's tails */
@@ -397,8 +419,18 @@ static void t_conv_n(void)
 		       0);
 	gpu_down(got2, dout, NG * tc * 4);
 	gpu_down(tails2, dt2, NG * ts * 4);
+	first_diff("conv x3 reversed: o", got2, got, NG * tc);
+	first_diff("conv x3 reversed: tails", tails2, tails_ref, NG * ts);
 	KTAP_EXPECT(memcmp(got2, got, NG * tc * 4) == 0);
 	KTAP_EXPECT(memcmp(tails2, tails_ref, NG * ts * 4) == 0);
+}
+
+static void t_conv_n(void)
+{
+	struct haccel__gpu *g = gpu_open();
+
+	conv_n_on(g, mixed_lens, N_MIXED);
+	conv_n_on(g, short_lens, N_SHORT);
 	hfree_all();
 	gpu_close();
 }

@@ -72,9 +72,12 @@ static inline haccel__dptr gpu_up(const void *src, size_t bytes)
 {
 	haccel__dptr p = gpu_alloc(bytes);
 
-	KTAP_ASSERT(gpu_g->cu->StreamSynchronize(gpu_g->stream) == 0);
+	/* On the stream and waited for: cuMemcpyHtoD from pageable memory
+	 * may return before its DMA lands, unordered with the kernels of the
+	 * (non-blocking) stream, which then read the buffer's zeros. */
 	if (bytes)
-		KTAP_ASSERT(gpu_g->cu->MemcpyHtoD(p, src, bytes) == 0);
+		KTAP_ASSERT(gpu_g->cu->MemcpyHtoDAsync(p, src, bytes, gpu_g->stream) == 0);
+	KTAP_ASSERT(gpu_g->cu->StreamSynchronize(gpu_g->stream) == 0);
 	return p;
 }
 

@@ -126,6 +126,16 @@ static void dfree_to(struct gb *b, unsigned int mark)
 	}
 }
 
+/* bytes at h to d on the runtime's stream, waited for (cuMemcpyHtoD from
+ * pageable memory may return before its DMA lands, unordered with the
+ * kernels of a non-blocking stream). 0 or the driver's error. */
+static int hput(struct gb *b, uint64_t d, const void *h, size_t bytes)
+{
+	int r = b->cu->MemcpyHtoDAsync(d, h, bytes, b->g->stream);
+
+	return r ? r : b->cu->StreamSynchronize(b->g->stream);
+}
+
 /* A device buffer of n floats, uniform in [lo, hi). */
 static uint64_t drand(struct gb *b, size_t n, float lo, float hi)
 {
@@ -137,7 +147,7 @@ static uint64_t drand(struct gb *b, size_t n, float lo, float hi)
 	for (size_t i = 0; i < n; i++)
 		h[i] = lo + (hi - lo) * (float)(xs() >> 40) * 0x1p-24f;
 	d = dalloc(b, n * 4);
-	if (d && b->cu->MemcpyHtoD(d, h, n * 4))
+	if (d && hput(b, d, h, n * 4))
 		d = 0;
 	free(h);
 	return d;
@@ -147,7 +157,7 @@ static uint64_t dput(struct gb *b, const void *h, size_t bytes)
 {
 	uint64_t d = dalloc(b, bytes);
 
-	if (d && b->cu->MemcpyHtoD(d, h, bytes))
+	if (d && hput(b, d, h, bytes))
 		d = 0;
 	return d;
 }

@@ -95,10 +95,12 @@ static int load(struct haccel_ctx *ctx, struct haccel__cuda *cu)
 	cu->DeviceGetAttribute(&cu->sm_count, HACCEL__CU_DEV_ATTR_SM_COUNT, dev);
 	cu->DeviceGetAttribute(&cu->cc_major, HACCEL__CU_DEV_ATTR_CC_MAJOR, dev);
 	cu->DeviceGetAttribute(&cu->cc_minor, HACCEL__CU_DEV_ATTR_CC_MINOR, dev);
+	cu->DeviceGetAttribute(&cu->l2_bytes, HACCEL__CU_DEV_ATTR_L2_CACHE_SIZE, dev);
 	cu->DeviceGetName(cu->name, sizeof(cu->name), dev);
 	cu->DeviceGetPCIBusId(cu->pci_bus_id, sizeof(cu->pci_bus_id), dev);
-	haccel__info(ctx, "cuda: %s (sm_%d%d, %d SMs) at %s, driver %d", cu->name, cu->cc_major,
-		     cu->cc_minor, cu->sm_count, cu->pci_bus_id, cu->driver_version);
+	haccel__info(ctx, "cuda: %s (sm_%d%d, %d SMs, %.1f MiB of L2) at %s, driver %d", cu->name,
+		     cu->cc_major, cu->cc_minor, cu->sm_count, cu->l2_bytes / 1048576.0,
+		     cu->pci_bus_id, cu->driver_version);
 	return 0;
 }
 

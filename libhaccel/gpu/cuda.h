@@ -27,6 +27,7 @@
 #define HACCEL__CU_DEV_ATTR_SM_COUNT 16
 #define HACCEL__CU_DEV_ATTR_CC_MAJOR 75
 #define HACCEL__CU_DEV_ATTR_CC_MINOR 76
+#define HACCEL__CU_DEV_ATTR_L2_CACHE_SIZE 38
 #define HACCEL__CU_FUNC_ATTR_MAX_DYN_SMEM 8
 #define HACCEL__CU_MEM_ALLOCATION_TYPE_PINNED 0x1
 #define HACCEL__CU_MEM_LOCATION_TYPE_DEVICE 0x1
@@ -86,6 +87,7 @@ struct haccel__cuda {
 	int device;                 /* the device in use (0) */
 	void *ctx;                  /* its primary context */
 	int sm_count, cc_major, cc_minor;
+	int l2_bytes;               /* the L2's size */
 	char name[128];
 	char pci_bus_id[32];
 

@@ -38,6 +38,12 @@ typedef uint64_t haccel__dptr;
 int haccel__cuda_rmsnorm(struct haccel__gpu *g, void *stream, haccel__dptr y,
 			 haccel__dptr x, haccel__dptr w, uint32_t T, uint32_t D,
 			 float eps);
+/* A row split in two, one launch: y[t] = rmsnorm(x[t][0..D)) as
+ * haccel__cuda_rmsnorm (y [T][D]), y2[t] = x[t][D..D + n2) ([T][n2]); rows
+ * of x ldx floats apart. -EINVAL for ldx < D + n2. */
+int haccel__cuda_rmsnorm_split(struct haccel__gpu *g, void *stream, haccel__dptr y,
+			       haccel__dptr x, uint32_t ldx, haccel__dptr w, uint32_t T, uint32_t D,
+			       float eps, haccel__dptr y2, uint32_t n2);
 /* rmsnorm's result rounded to bf16 (y bf16 [T][D]): the same bits as
  * haccel__cuda_rmsnorm then haccel__cuda_to_bf16. */
 int haccel__cuda_rmsnorm_bf16(struct haccel__gpu *g, void *stream, haccel__dptr y,
@@ -85,6 +91,10 @@ int haccel__cuda_gather_rows(struct haccel__gpu *g, void *stream,
 /* y[i] = bf16(x[i]) for n values (the GEMM input), round to nearest even. */
 int haccel__cuda_to_bf16(struct haccel__gpu *g, void *stream, haccel__dptr y,
 			 haccel__dptr x, size_t n);
+/* to_bf16 of rows x w values, and also columns [c0, w) of each row to y2
+ * ([rows][w - c0] floats): one launch. -EINVAL for c0 > w. */
+int haccel__cuda_to_bf16_tail(struct haccel__gpu *g, void *stream, haccel__dptr y,
+			      haccel__dptr x, size_t rows, uint32_t w, uint32_t c0, haccel__dptr y2);
 /* y[i] = x[i] * s. */
 int haccel__cuda_scale(struct haccel__gpu *g, void *stream, haccel__dptr y,
 		       haccel__dptr x, float s, size_t n);
@@ -201,6 +211,12 @@ int haccel__cuda_rope(struct haccel__gpu *g, void *stream, haccel__dptr x,
 		      uint32_t T, uint32_t n_vec, size_t tok_stride,
 		      size_t vec_stride, uint32_t dim, haccel__dptr pos,
 		      float theta, int layout);
+/* haccel__cuda_rope on two sets of vectors at the same positions (x, n_vec
+ * and x2, n_vec2 with their strides) in one launch: the same bits. */
+int haccel__cuda_rope2(struct haccel__gpu *g, void *stream, haccel__dptr x, uint32_t n_vec,
+		       size_t tok_stride, size_t vec_stride, haccel__dptr x2, uint32_t n_vec2,
+		       size_t tok_stride2, size_t vec_stride2, uint32_t T, uint32_t dim,
+		       haccel__dptr pos, float theta, int layout);
 int haccel__cuda_hadamard128(struct haccel__gpu *g, void *stream,
 			     haccel__dptr x, uint32_t n);
 /* Bit-exact with the CPU writers; slots: int64_t[T] (negative: skipped). */

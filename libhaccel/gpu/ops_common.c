@@ -40,6 +40,21 @@ int haccel__cuda_rmsnorm(struct haccel__gpu *g, void *stream, haccel__dptr y, ha
 			      &eps);
 }
 
+int haccel__cuda_rmsnorm_split(struct haccel__gpu *g, void *stream, haccel__dptr y,
+			       haccel__dptr x, uint32_t ldx, haccel__dptr w, uint32_t T, uint32_t D,
+			       float eps, haccel__dptr y2, uint32_t n2)
+{
+	uint64_t ld = ldx;
+
+	if (ldx < (uint64_t)D + n2)
+		return -EINVAL;
+	FN("haccel_rmsnorm_split");
+	if (!T)
+		return 0;
+	return HACCEL__LAUNCH(g, fn, T, 1, 1, row_threads(D), 1, 1, 0, stream, &y, &x, &ld, &w,
+			      &D, &eps, &y2, &n2);
+}
+
 int haccel__cuda_rmsnorm_bf16(struct haccel__gpu *g, void *stream, haccel__dptr y,
 			      haccel__dptr x, haccel__dptr w, uint32_t T, uint32_t D, float eps)
 {
@@ -96,6 +111,20 @@ int haccel__cuda_swiglu_bf16(struct haccel__gpu *g, void *stream, haccel__dptr y
 		return 0;
 	return HACCEL__LAUNCH(g, fn, grid_for(n), 1, 1, 256, 1, 1, 0, stream, &y, &gate, &up,
 			      &n64);
+}
+
+int haccel__cuda_to_bf16_tail(struct haccel__gpu *g, void *stream, haccel__dptr y,
+			      haccel__dptr x, size_t rows, uint32_t w, uint32_t c0, haccel__dptr y2)
+{
+	uint64_t n = (uint64_t)rows * w;
+
+	if (c0 > w)
+		return -EINVAL;
+	FN("haccel_to_bf16_tail");
+	if (!n)
+		return 0;
+	return HACCEL__LAUNCH(g, fn, grid_for(n), 1, 1, 256, 1, 1, 0, stream, &y, &x, &n, &w, &c0,
+			      &y2);
 }
 
 int haccel__cuda_scale(struct haccel__gpu *g, void *stream, haccel__dptr y, haccel__dptr x,

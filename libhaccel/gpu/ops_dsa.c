@@ -49,6 +49,25 @@ int haccel__cuda_rope(struct haccel__gpu *g, void *stream, haccel__dptr x, uint3
 			      &dim, &pos, &theta, &layout);
 }
 
+int haccel__cuda_rope2(struct haccel__gpu *g, void *stream, haccel__dptr x, uint32_t n_vec,
+		       size_t tok_stride, size_t vec_stride, haccel__dptr x2, uint32_t n_vec2,
+		       size_t tok_stride2, size_t vec_stride2, uint32_t T, uint32_t dim,
+		       haccel__dptr pos, float theta, int layout)
+{
+	uint64_t ts = tok_stride, vs = vec_stride, ts2 = tok_stride2, vs2 = vec_stride2;
+	uint32_t half = dim / 2;
+
+	if (layout != HACCEL__ROPE_NEOX && layout != HACCEL__ROPE_INTERLEAVED)
+		return -EINVAL;
+	if ((size_t)half * 8 > 48 * 1024)
+		return -EINVAL;
+	FN("haccel_rope2");
+	if (!T || !half)
+		return 0;
+	return HACCEL__LAUNCH(g, fn, T, 1, 1, 256, 1, 1, half * 8, stream, &x, &n_vec, &ts, &vs,
+			      &x2, &n_vec2, &ts2, &vs2, &dim, &pos, &theta, &layout);
+}
+
 int haccel__cuda_hadamard128(struct haccel__gpu *g, void *stream, haccel__dptr x, uint32_t n)
 {
 	FN("haccel_hadamard128");

@@ -83,6 +83,14 @@ int haccel__cuda_kda_conv_n(struct haccel__gpu *g, void *stream, uint32_t n,
 		return 0;
 	}
 	haccel__dptr o0 = out[0], i0 = in[0], w0 = w[0], t0 = tail_base[0];
+	/* Short segments (decode, a token each): the outputs and the new tails
+	 * in one launch. */
+	if (T <= 2 * (uint64_t)n_seg) {
+		FN("haccel_kda_conv_seg");
+		return HACCEL__LAUNCH(g, fn, n_seg, cb, n, 256, 1, 1, 0, stream, &o0, &i0, &C, &w0,
+				      &W, &seg_off, &seg_slot, &t0, &slot_stride, &go, &gi, &gw,
+				      &gt);
+	}
 	FN("haccel_kda_conv");
 	ret = haccel__gpu_fn(g, "haccel_kda_conv_tail", &tail_fn);
 	if (ret)

@@ -605,19 +605,17 @@ static int dsa_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	TRY(haccel__cuda_linear(g, NULL, q, cqb, Rq, F(W->q_b), 0, T, H * qh, Rq));
 	if (!kv_done)
 		TRY(haccel__gemm_run(g, NULL, &qk[1]));
-	TRY(haccel__cuda_copy_rows(g, NULL, lat, R, kva, R + dr, T, R));
+	/* the KV latent normed and the rope key, out of kva in one launch */
+	TRY(haccel__cuda_rmsnorm_split(g, NULL, lat, kva, R + dr, F(W->kv_a_norm), T, R,
+				       m->c.rms_norm_eps, kpe, dr));
+	/* the queries' rope parts and the key's, one launch */
 	if (dr)
-		TRY(haccel__cuda_copy_rows(g, NULL, kpe, dr, kva + (uint64_t)R * 4, R + dr, T, dr));
-	TRY(haccel__cuda_rmsnorm(g, NULL, lat, lat, F(W->kv_a_norm), T, R, m->c.rms_norm_eps));
-	if (dr) {
-		TRY(haccel__cuda_rope(g, NULL, q + (uint64_t)dn * 4, T, H, (size_t)H * qh, qh, dr, pos,
-				      d->rope_theta, (int)d->rope_layout));
-		TRY(haccel__cuda_rope(g, NULL, kpe, T, 1, dr, dr, dr, pos, d->rope_theta,
-				      (int)d->rope_layout));
-	}
+		TRY(haccel__cuda_rope2(g, NULL, q + (uint64_t)dn * 4, H, (size_t)H * qh, qh, kpe, 1,
+				       dr, dr, T, dr, pos, d->rope_theta, (int)d->rope_layout));
 	TRY(haccel__cuda_mla_kv_write(g, NULL, kv_reg, slots, lat, kpe, T, dr));
-	/* Absorbed queries: q_lat[t][h] = W_UK[h]^T q_nope[t][h], one GEMM per head. */
-	TRY(to_bf(gm, NULL, qb, q, (size_t)T * H * qh));
+	/* Absorbed queries: q_lat[t][h] = W_UK[h]^T q_nope[t][h], one GEMM per head
+	 * (the queries in bf16, and their rope parts to qpe, in one launch). */
+	TRY(haccel__cuda_to_bf16_tail(g, NULL, qb, q, (size_t)T * H, qh, dn, qpe));
 	struct haccel__gemm uk = {
 		.M = T, .N = R, .K = dn, .A = qb, .B = F(W->kv_b), .C = qlat,
 		.lda = (int64_t)H * qh, .ldb = R, .ldc = (int64_t)H * R,
@@ -625,8 +623,6 @@ static int dsa_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 		.batch = H, .trans_b = 0,
 	};
 	TRY(haccel__gemm_run(g, NULL, &uk));
-	if (dr)
-		TRY(haccel__cuda_copy_rows(g, NULL, qpe, dr, q + (uint64_t)dn * 4, qh, T * H, dr));
 
 	/* Join, then the fused indexer and sparse attention. */
 	TRY(HACCEL__CU(ctx, cu->StreamWaitEvent(g->stream, gm->ev_join2, 0)));
@@ -745,10 +741,17 @@ int haccel__gmodel_sync_row(struct haccel_model *m, uint32_t kv_seq)
 {
 	struct haccel__gmodel *gm = m->gm;
 	uint64_t off = (uint64_t)kv_seq * m->bt_stride * 4;
+	/* On the model's stream, then waited for: cuMemcpyHtoD from pageable
+	 * memory may return before its DMA lands, unordered with the kernels
+	 * of a non-blocking stream. */
+	const uint32_t *row = m->block_tables + (size_t)kv_seq * m->bt_stride;
+	int ret = HACCEL__CU(m->ctx, gm->cu->MemcpyHtoDAsync(gm->bt + off, row,
+							     (size_t)m->bt_stride * 4,
+							     gm->g->stream));
 
-	return HACCEL__CU(m->ctx, gm->cu->MemcpyHtoD(gm->bt + off, m->block_tables +
-						     (size_t)kv_seq * m->bt_stride,
-						     (size_t)m->bt_stride * 4));
+	if (!ret)
+		ret = HACCEL__CU(m->ctx, gm->cu->StreamSynchronize(gm->g->stream));
+	return ret;
 }
 
 /*
