@@ -305,20 +305,8 @@ __device__ __forceinline__ void dsa_rope_rotate(float *xt, uint32_t n_vec, uint6
 	}
 }
 
-HACCEL_K void haccel_rope(float *x, uint32_t n_vec, uint64_t tok_stride, uint64_t vec_stride,
-			  uint32_t dim, const uint32_t *pos, float theta, int layout)
-{
-	HAC_PDL();
-	float *cs = (float *)dsa_smem;
-	uint32_t t = blockIdx.x;
-
-	dsa_rope_angles(cs, dim, pos[t], theta);
-	__syncthreads();
-	dsa_rope_rotate(x + t * tok_stride, n_vec, vec_stride, dim, layout, cs);
-}
-
 /* Two sets of vectors at the same positions (attention's queries and its
- * key): one launch, the angles once; the same bits as haccel_rope on each. */
+ * key: one launch, the angles once; n_vec2 = 0 for one set). */
 HACCEL_K void haccel_rope2(float *x, uint32_t n_vec, uint64_t tok_stride, uint64_t vec_stride,
 			   float *x2, uint32_t n_vec2, uint64_t tok_stride2, uint64_t vec_stride2,
 			   uint32_t dim, const uint32_t *pos, float theta, int layout)

@@ -34,19 +34,8 @@ int haccel__cuda_rope(struct haccel__gpu *g, void *stream, haccel__dptr x, uint3
 		      uint32_t n_vec, size_t tok_stride, size_t vec_stride, uint32_t dim,
 		      haccel__dptr pos, float theta, int layout)
 {
-	uint64_t ts = tok_stride, vs = vec_stride;
-	uint32_t half = dim / 2;
-
-	if (layout != HACCEL__ROPE_NEOX && layout != HACCEL__ROPE_INTERLEAVED)
-		return -EINVAL;
-	/* The angles of one token: dim / 2 (cos, sin) pairs. */
-	if ((size_t)half * 8 > 48 * 1024)
-		return -EINVAL;
-	FN("haccel_rope");
-	if (!T || !n_vec || !half)
-		return 0;
-	return HACCEL__LAUNCH(g, fn, T, 1, 1, 256, 1, 1, half * 8, stream, &x, &n_vec, &ts, &vs,
-			      &dim, &pos, &theta, &layout);
+	return haccel__cuda_rope2(g, stream, x, n_vec, tok_stride, vec_stride, x, 0, 0, 0, T, dim,
+				  pos, theta, layout);
 }
 
 int haccel__cuda_rope2(struct haccel__gpu *g, void *stream, haccel__dptr x, uint32_t n_vec,
@@ -59,10 +48,11 @@ int haccel__cuda_rope2(struct haccel__gpu *g, void *stream, haccel__dptr x, uint
 
 	if (layout != HACCEL__ROPE_NEOX && layout != HACCEL__ROPE_INTERLEAVED)
 		return -EINVAL;
+	/* The angles of one token: dim / 2 (cos, sin) pairs. */
 	if ((size_t)half * 8 > 48 * 1024)
 		return -EINVAL;
 	FN("haccel_rope2");
-	if (!T || !half)
+	if (!T || !(n_vec + n_vec2) || !half)
 		return 0;
 	return HACCEL__LAUNCH(g, fn, T, 1, 1, 256, 1, 1, half * 8, stream, &x, &n_vec, &ts, &vs,
 			      &x2, &n_vec2, &ts2, &vs2, &dim, &pos, &theta, &layout);
