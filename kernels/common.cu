@@ -135,21 +135,12 @@ HACCEL_K void haccel_scale(float *y, const float *x, float s, uint64_t n)
 		y[i] = x[i] * s;
 }
 
-__device__ __forceinline__ uint16_t to_bf16_rne(float x)
-{
-	uint32_t u = __float_as_uint(x);
-
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40);
-	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 HACCEL_K void haccel_to_bf16(uint16_t *y, const float *x, uint64_t n)
 {
 	HAC_PDL();
 	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
 	     i += (uint64_t)gridDim.x * blockDim.x)
-		y[i] = to_bf16_rne(x[i]);
+		y[i] = hac_bf16_from_float(x[i]);
 }
 
 /* haccel_to_bf16 of n values (rows of w), and the columns [c0, w) of each
@@ -165,7 +156,7 @@ HACCEL_K void haccel_to_bf16_tail(uint16_t *y, const float *x, uint64_t n, uint3
 		uint64_t r = i / w;
 		uint32_t c = (uint32_t)(i - r * w);
 
-		y[i] = to_bf16_rne(v);
+		y[i] = hac_bf16_from_float(v);
 		if (c >= c0)
 			y2[r * (w - c0) + c - c0] = v;
 	}
@@ -800,10 +791,7 @@ HACCEL_K void haccel_convert(void *dst, int dst_type, const uint8_t *src, int sr
 		if (dst_type == 0) {
 			((float *)dst)[i] = v;
 		} else {
-			uint32_t u = __float_as_uint(v);
-			((uint16_t *)dst)[i] = (u & 0x7fffffffu) > 0x7f800000u ?
-						       (uint16_t)((u >> 16) | 0x40) :
-						       (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+			((uint16_t *)dst)[i] = hac_bf16_from_float(v);
 		}
 	}
 }

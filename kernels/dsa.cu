@@ -1207,6 +1207,33 @@ __device__ __forceinline__ uint32_t dsa_h2pow2x2(int e0, int e1)
 	return r;
 }
 
+/*
+ * Where block blockIdx.x of a sparse MLA grid (head group, split, token:
+ * ops_dsa.c) works: token t, heads [h0, h0 + HG), and its split's records
+ * [j0, j0 + nrec) of the token's selection, ntile tiles of them.
+ */
+struct dsa_split {
+	uint32_t t, h0, split, j0, nrec, ntile;
+};
+
+__device__ __forceinline__ dsa_split dsa_split_of(const uint32_t *n_sel, uint32_t topk,
+						  uint32_t HG, uint32_t n_split, uint32_t tps,
+						  uint32_t n_hg)
+{
+	dsa_split r;
+	uint32_t hg = blockIdx.x % n_hg;
+
+	r.split = blockIdx.x / n_hg % n_split;
+	r.t = blockIdx.x / n_hg / n_split;
+	r.h0 = hg * HG;
+	uint32_t n = dsa_minu(n_sel[r.t], topk);
+
+	r.j0 = r.split * tps * DSA_MLA_L;
+	r.nrec = r.j0 < n ? dsa_minu(n - r.j0, tps * DSA_MLA_L) : 0;
+	r.ntile = (r.nrec + DSA_MLA_L - 1) / DSA_MLA_L;
+	return r;
+}
+
 /* Swizzled 16-byte chunk of a row: rows of a tile 8 apart no longer share
  * banks, so ldmatrix reads 8 rows without conflicts. */
 __device__ __forceinline__ uint32_t dsa_swz(uint32_t row, uint32_t chunk)
@@ -1590,12 +1617,10 @@ __device__ __forceinline__ void dsa_mla(float *o_lat, float *part, const float *
 {
 	const uint32_t HG = 16 * NMT, ND = 8 * NMT;
 	uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
-	uint32_t hg = blockIdx.x % n_hg, split = blockIdx.x / n_hg % n_split;
-	uint32_t t = blockIdx.x / n_hg / n_split, h0 = hg * HG;
+	const dsa_split sp = dsa_split_of(n_sel, topk, HG, n_split, tps, n_hg);
+	uint32_t t = sp.t, h0 = sp.h0, split = sp.split, j0 = sp.j0, nrec = sp.nrec;
+	uint32_t ntile = sp.ntile;
 	uint32_t rec = 528 + 2 * dr, ax = 16 + 2 * dr;
-	uint32_t n = dsa_minu(n_sel[t], topk), j0 = split * tps * DSA_MLA_L;
-	uint32_t nrec = j0 < n ? dsa_minu(n - j0, tps * DSA_MLA_L) : 0;
-	uint32_t ntile = (nrec + DSA_MLA_L - 1) / DSA_MLA_L;
 	const uint32_t *bt = block_tables + (size_t)bt_row[t] * bt_stride;
 
 	uint8_t *lat = dsa_smem;
@@ -2004,12 +2029,10 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 	const uint32_t HG = 16, NST = DSA_M16_NST;
 	uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
 	uint32_t wg = warp >> 2, wq = warp & 3;
-	uint32_t hg = blockIdx.x % n_hg, split = blockIdx.x / n_hg % n_split;
-	uint32_t t = blockIdx.x / n_hg / n_split, h0 = hg * HG;
+	const dsa_split sp = dsa_split_of(n_sel, topk, HG, n_split, tps, n_hg);
+	uint32_t t = sp.t, h0 = sp.h0, split = sp.split, j0 = sp.j0, nrec = sp.nrec;
+	uint32_t ntile = sp.ntile;
 	uint32_t rec = 528 + 2 * dr, nrope = dr / 16;
-	uint32_t n = dsa_minu(n_sel[t], topk), j0 = split * tps * DSA_MLA_L;
-	uint32_t nrec = j0 < n ? dsa_minu(n - j0, tps * DSA_MLA_L) : 0;
-	uint32_t ntile = (nrec + DSA_MLA_L - 1) / DSA_MLA_L;
 	const uint32_t *bt = block_tables + (size_t)bt_row[t] * bt_stride;
 
 	uint8_t *qb = dsa_smem + ((1024 - (hac_saddr(dsa_smem) & 1023)) & 1023);
@@ -2505,12 +2528,10 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 	const uint32_t HG = 16, NST = DSA_WS_NST;
 	uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
 	uint32_t wq = warp & 3;
-	uint32_t hg = blockIdx.x % n_hg, split = blockIdx.x / n_hg % n_split;
-	uint32_t t = blockIdx.x / n_hg / n_split, h0 = hg * HG;
+	const dsa_split sp = dsa_split_of(n_sel, topk, HG, n_split, tps, n_hg);
+	uint32_t t = sp.t, h0 = sp.h0, split = sp.split, j0 = sp.j0, nrec = sp.nrec;
+	uint32_t ntile = sp.ntile;
 	uint32_t rec = 528 + 2 * dr, nrope = dr / 16;
-	uint32_t n = dsa_minu(n_sel[t], topk), j0 = split * tps * DSA_MLA_L;
-	uint32_t nrec = j0 < n ? dsa_minu(n - j0, tps * DSA_MLA_L) : 0;
-	uint32_t ntile = (nrec + DSA_MLA_L - 1) / DSA_MLA_L;
 
 	uint8_t *qb = dsa_smem + ((1024 - (hac_saddr(dsa_smem) & 1023)) & 1023);
 	uint8_t *qpb = qb + 32768, *pb = qpb + 4096;    /* P [2][4][16][128 bytes] */
