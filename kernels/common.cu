@@ -71,13 +71,13 @@ HACCEL_K void haccel_rmsnorm_bf16(uint16_t *y, const float *x, const float *w, u
 	rmsnorm_row(x, w, D, eps, [&](uint32_t d, float v) { yr[d] = hac_bf16_from_float(v); });
 }
 
-HACCEL_K void haccel_layernorm(float *y, const float *x, const float *w, const float *b,
-			       uint32_t D, float eps)
+/* The layer norm of the row xr[0..D) (w absent: 1, b absent: 0) to put(d,
+ * y), by the whole block (the sums' order depends on its size). */
+template <typename F>
+__device__ __forceinline__ void layernorm_row(const float *xr, const float *w, const float *b,
+					      uint32_t D, float eps, F put)
 {
-	HAC_PDL();
 	__shared__ float sh[32];
-	const float *xr = x + (size_t)blockIdx.x * D;
-	float *yr = y + (size_t)blockIdx.x * D;
 	float s = 0.0f;
 
 	for (uint32_t d = threadIdx.x; d < D; d += blockDim.x)
@@ -88,7 +88,17 @@ HACCEL_K void haccel_layernorm(float *y, const float *x, const float *w, const f
 		v += (xr[d] - mean) * (xr[d] - mean);
 	float r = rsqrtf(block_sum(v, sh) / (float)D + eps);
 	for (uint32_t d = threadIdx.x; d < D; d += blockDim.x)
-		yr[d] = (xr[d] - mean) * r * (w ? w[d] : 1.0f) + (b ? b[d] : 0.0f);
+		put(d, (xr[d] - mean) * r * (w ? w[d] : 1.0f) + (b ? b[d] : 0.0f));
+}
+
+HACCEL_K void haccel_layernorm(float *y, const float *x, const float *w, const float *b,
+			       uint32_t D, float eps)
+{
+	HAC_PDL();
+	float *yr = y + (size_t)blockIdx.x * D;
+
+	layernorm_row(x + (size_t)blockIdx.x * D, w, b, D, eps,
+		      [&](uint32_t d, float v) { yr[d] = v; });
 }
 
 /* The table is bf16 (the stored embedding, shared with a tied lm_head). */

@@ -330,16 +330,11 @@ HACCEL_K void haccel_rope2(float *x, uint32_t n_vec, uint64_t tok_stride, uint64
  * Each stage computes a + b and a - b from the same a and b as the CPU's
  * butterfly, so the result is the same bits.
  */
-HACCEL_K void haccel_hadamard128(float *x, uint32_t n)
+__device__ __forceinline__ void dsa_hadamard_warp(float *xv)
 {
-	HAC_PDL();
 	uint32_t lane = threadIdx.x & 31;
-	uint32_t v = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
 	float r[4], a, b;
 
-	if (v >= n)
-		return;
-	float *xv = x + (size_t)v * 128;
 	for (int k = 0; k < 4; k++)
 		r[k] = xv[32 * k + lane];
 	for (uint32_t h = 1; h < 32; h <<= 1)
@@ -360,6 +355,41 @@ HACCEL_K void haccel_hadamard128(float *x, uint32_t n)
 	}
 	for (int k = 0; k < 4; k++)
 		xv[32 * k + lane] = __fmul_rn(r[k], 0x1.6a09e6p-4f);
+}
+
+HACCEL_K void haccel_hadamard128(float *x, uint32_t n)
+{
+	HAC_PDL();
+	uint32_t v = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+
+	if (v < n)
+		dsa_hadamard_warp(x + (size_t)v * 128);
+}
+
+/*
+ * Token t's n_vec vectors of 128 (vec_stride floats apart from x + t
+ * tok_stride), a block of 256 threads a token: the rope of their first dim
+ * entries (dim = 0: none), then the Hadamard transform of each, a warp a
+ * vector: the bits of haccel_rope2 (one set) and haccel_hadamard128 in
+ * one launch (the indexer's queries).
+ */
+HACCEL_K void haccel_rope_hadamard(float *x, uint32_t n_vec, uint64_t tok_stride,
+				   uint64_t vec_stride, uint32_t dim, const uint32_t *pos,
+				   float theta, int layout)
+{
+	HAC_PDL();
+	float *cs = (float *)dsa_smem, *xt = x + blockIdx.x * tok_stride;
+
+	if (dim) {
+		dsa_rope_angles(cs, dim, pos[blockIdx.x], theta);
+		__syncthreads();
+		dsa_rope_rotate(xt, n_vec, vec_stride, dim, layout, cs);
+		/* the rotated values, written by other threads, are visible
+		 * to the block after the barrier */
+		__syncthreads();
+	}
+	for (uint32_t v = threadIdx.x >> 5; v < n_vec; v += blockDim.x >> 5)
+		dsa_hadamard_warp(xt + v * vec_stride);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -400,18 +430,14 @@ HACCEL_K void haccel_dsa_kv_write(uint8_t *region, const int64_t *slots, const f
 	}
 }
 
-/* One warp per token, 4 values a lane; an MX block is 8 lanes. */
-HACCEL_K void haccel_dsa_index_k_write(uint8_t *region, const int64_t *slots, const float *ik,
-				       uint32_t T)
+/* The index key x[0..128) into its record rec, by a warp: 4 values a
+ * lane; an MX block is 8 lanes. */
+__device__ __forceinline__ void dsa_index_k_store(uint8_t *rec, const float *xk)
 {
-	HAC_PDL();
-	uint32_t lane = threadIdx.x & 31, t = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	uint32_t lane = threadIdx.x & 31;
 	float v[4], m = 0.0f;
+	const float *x = xk + 4 * lane;
 
-	if (t >= T || slots[t] < 0)
-		return;
-	uint8_t *rec = region + (size_t)slots[t] * HACCEL_INDEX_K_TOKEN_BYTES;
-	const float *x = ik + (size_t)t * HACCEL_INDEX_K_DIM + 4 * lane;
 	for (int i = 0; i < 4; i++) {
 		v[i] = x[i];
 		m = fmaxf(m, hac_abs_finite(v[i]));
@@ -423,6 +449,56 @@ HACCEL_K void haccel_dsa_index_k_write(uint8_t *region, const int64_t *slots, co
 		rec[4 * lane + i] = hac_fp8_scaled(v[i], e);
 	if ((lane & 7) == 0)
 		rec[128 + lane / 8] = (uint8_t)(e + 127);
+}
+
+/* One warp per token. */
+HACCEL_K void haccel_dsa_index_k_write(uint8_t *region, const int64_t *slots, const float *ik,
+				       uint32_t T)
+{
+	HAC_PDL();
+	uint32_t t = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+
+	if (t < T && slots[t] >= 0)
+		dsa_index_k_store(region + (size_t)slots[t] * HACCEL_INDEX_K_TOKEN_BYTES,
+				  ik + (size_t)t * HACCEL_INDEX_K_DIM);
+}
+
+/*
+ * The index keys of T tokens from their projections x[T][128], a block of
+ * 128 threads a token: the layer norm (w, b), the rope of the first dr
+ * dims (dr = 0: none), the Hadamard transform, and the MXFP8 record at
+ * slots[t] (none where negative): the bits of haccel_layernorm (its
+ * launch for 128 values has 128 threads), haccel_rope2 (one set),
+ * haccel_hadamard128 and haccel_dsa_index_k_write in turn, in one launch
+ * and with no fp32 key written. Also the head weights hw[t][0..IH) times
+ * s, in place (haccel_scale's bits).
+ */
+HACCEL_K void __launch_bounds__(128)
+haccel_dsa_index_k_fused(uint8_t *region, const int64_t *slots, const float *x, const float *w,
+			 const float *b, float eps, uint32_t dr, const uint32_t *pos,
+			 float theta, int layout, float *hw, uint32_t IH, float s)
+{
+	HAC_PDL();
+	__shared__ float row[HACCEL_INDEX_K_DIM], cs[HACCEL_INDEX_K_DIM];
+	uint32_t t = blockIdx.x;
+
+	for (uint32_t i = threadIdx.x; i < IH; i += blockDim.x)
+		hw[(size_t)t * IH + i] = hw[(size_t)t * IH + i] * s;
+	layernorm_row(x + (size_t)t * HACCEL_INDEX_K_DIM, w, b, HACCEL_INDEX_K_DIM, eps,
+		      [&](uint32_t d, float v) { row[d] = v; });
+	if (dr)
+		dsa_rope_angles(cs, dr, pos[t], theta);
+	__syncthreads();
+	if (dr) {
+		dsa_rope_rotate(row, 1, 0, dr, layout, cs);
+		__syncthreads();
+	}
+	if (threadIdx.x >= 32)
+		return;
+	dsa_hadamard_warp(row);
+	__syncwarp();
+	if (slots[t] >= 0)
+		dsa_index_k_store(region + (size_t)slots[t] * HACCEL_INDEX_K_TOKEN_BYTES, row);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -860,12 +936,14 @@ haccel_dsa_ix_score(uint32_t *keys, uint32_t stride, const uint8_t *qp, uint32_t
 		    const uint32_t *block_tables, uint32_t bt_stride, uint32_t pt,
 		    uint32_t max_pos, uint32_t mode, uint32_t chunk)
 {
-	HAC_PDL();
+	HAC_PDL_DEFERRED();
 	uint32_t t = blockIdx.x, c0 = blockIdx.y * chunk, warp = threadIdx.x >> 5;
 	uint32_t n = dsa_minu(pos[t], max_pos) + 1, qb = dsa_ix_qbytes(NT);
 
-	if (c0 >= n)
+	if (c0 >= n) {
+		HAC_PDL();
 		return;
+	}
 	uint32_t nc = dsa_minu(chunk, n - c0), nslab = (nc + 127) / 128;
 	bool bulk = mode == DSA_IX_BULK;
 	const uint4 *qf = (const uint4 *)dsa_smem;
@@ -884,17 +962,22 @@ haccel_dsa_ix_score(uint32_t *keys, uint32_t stride, const uint8_t *qp, uint32_t
 		for (uint32_t i = 0; i < DSA_IX_STAGES; i++)
 			dsa_mbar_init(bar + i, 1);
 	__syncwarp();
-	for (uint32_t i = threadIdx.x; i < qb / 16; i += DSA_IX_THREADS)
-		dsa_cp16(dsa_smem + 16 * i, src + 16 * i, 16);
-	dsa_cp_commit();
+	/* The first slabs are issued before the wait for the kernel before
+	 * this one (HAC_PDL: the queries' preparation): the keys, positions
+	 * and block tables are not its output. */
 	for (uint32_t s = 0; s < DSA_IX_STAGES - 1; s++) {
 		sl = dsa_ix_slot(bt, pt, pt_inv, c0, nc, s, mode);
 		dsa_ix_issue(ring + s * DSA_IX_SLAB_BYTES, sl, region, nc, s, mode, bar + s);
 		dsa_cp_commit();
 	}
 	sl = dsa_ix_slot(bt, pt, pt_inv, c0, nc, DSA_IX_STAGES - 1, mode);
-	/* The queries are in (the slabs may still be on their way). */
-	dsa_cp_wait<DSA_IX_STAGES - 1>();
+	HAC_PDL();
+	for (uint32_t i = threadIdx.x; i < qb / 16; i += DSA_IX_THREADS)
+		dsa_cp16(dsa_smem + 16 * i, src + 16 * i, 16);
+	dsa_cp_commit();
+	/* The queries are in (bulk slabs may still be on their way; cp.async
+	 * ones, committed before the queries, are in too). */
+	dsa_cp_wait<0>();
 	__syncthreads();
 	float zero_score = wq[NT * 8];
 

@@ -141,6 +141,12 @@ __device__ __forceinline__ void gemm_out_cluster(float (*red)[GEMM_FEW_ROWS][8 *
 	cl.sync();
 }
 
+/* Which loads an issue of gemm_few makes (a type: known at compile time). */
+template <bool B>
+struct gemm_part {
+	static constexpr bool value = B;
+};
+
 /*
  * Block, 8 warps, through the launch's tiles of 16 rows of B blockIdx.x,
  * + gridDim.x, ... (mem(tile, &lt): the tile's GEMM, lt its tile there).
@@ -162,8 +168,9 @@ __device__ __forceinline__ void gemm_few(MEM mem, uint32_t ntile, uint32_t M, ui
 	uint4 wa[U], wb[U], xv[U][MT8];
 	float acc[MT8][4];
 
-	/* The loads of step st of tile tile (none past the warp's runs). */
-	auto issue = [&](uint32_t tile, uint32_t st) {
+	/* The loads of step st of tile tile (none past the warp's runs): of
+	 * the weights with W, of A with X. */
+	auto issue = [&](uint32_t tile, uint32_t st, auto W, auto X) {
 		uint32_t lt, r0, r1;
 		const gemm_m p = mem(tile, &lt);
 
@@ -177,10 +184,12 @@ __device__ __forceinline__ void gemm_few(MEM mem, uint32_t ntile, uint32_t M, ui
 		for (int u = 0; u < U; u++) {
 			bool in = r + u < r1 && (r + u) * 32 + 8 * c < p.K;
 
-			wa[u] = gemm_ld_stream(b0 + (r + u) * 32, in && ok0);
-			wb[u] = gemm_ld_stream(b8 + (r + u) * 32, in && ok8);
+			if constexpr (decltype(W)::value) {
+				wa[u] = gemm_ld_stream(b0 + (r + u) * 32, in && ok0);
+				wb[u] = gemm_ld_stream(b8 + (r + u) * 32, in && ok8);
+			}
 #pragma unroll
-			for (int i = 0; i < MT8; i++) {
+			for (int i = 0; decltype(X)::value && i < MT8; i++) {
 				uint32_t m = 8 * i + g;
 				const uint16_t *ar = p.A + (int64_t)(m < M ? m : 0) * p.lda + 8 * c;
 
@@ -188,9 +197,17 @@ __device__ __forceinline__ void gemm_few(MEM mem, uint32_t ntile, uint32_t M, ui
 			}
 		}
 	};
+	const gemm_part<true> yes;
+	const gemm_part<false> no;
 
+	/* The first weights are issued before the wait for the kernel before
+	 * this one (HAC_PDL): nothing in the step writes them, so they stream
+	 * while that kernel finishes. A, C and the rest come after it. */
 	if (first < ntile)
-		issue(first, 0);
+		issue(first, 0, yes, no);
+	HAC_PDL();
+	if (first < ntile)
+		issue(first, 0, no, yes);
 	for (uint32_t tile = first; tile < ntile; tile += stride) {
 		uint32_t lt, r0, r1;
 		const gemm_m p = mem(tile, &lt);
@@ -215,14 +232,14 @@ __device__ __forceinline__ void gemm_few(MEM mem, uint32_t ntile, uint32_t M, ui
 					hac_mma_bf16(acc[i], a1, b1);
 				}
 			if (st + 1 < nstep)
-				issue(tile, st + 1);
+				issue(tile, st + 1, yes, yes);
 			else if (tile + stride < ntile)
-				issue(tile + stride, 0);
+				issue(tile + stride, 0, yes, yes);
 		}
 		/* With no step of its own (K too short for every warp), the
 		 * warp still issues the next tile's first loads. */
 		if (!nstep && tile + stride < ntile)
-			issue(tile + stride, 0);
+			issue(tile + stride, 0, yes, yes);
 		/* acc[i]: rows n0 + g (0, 1) and n0 + g + 8 (2, 3) of C^T,
 		 * tokens 8 i + 2 c and + 1. */
 #pragma unroll
@@ -249,7 +266,7 @@ __device__ __forceinline__ void gemm_few(MEM mem, uint32_t ntile, uint32_t M, ui
 	     uint32_t N, uint32_t K, int64_t lda, int64_t ldb, int64_t ldc, int64_t sa,         \
 	     int64_t sb, int64_t sc, uint32_t accumulate)                                       \
 	{                                                                                       \
-		HAC_PDL();                                                                      \
+		HAC_PDL_DEFERRED();                                                             \
 		int64_t y = blockIdx.y;                                                         \
 		const gemm_m p = { A + y * sa, B + y * sb, C + y * sc, bias, lda, ldb, ldc,     \
 				   N, K, 0 };                                                   \
@@ -268,7 +285,7 @@ __device__ __forceinline__ void gemm_few(MEM mem, uint32_t ntile, uint32_t M, ui
 	HACCEL_K void attr __launch_bounds__(GEMM_FEW_WARPS * 32, 2)                             \
 	name(const __grid_constant__ gemm_grp grp)                                              \
 	{                                                                                       \
-		HAC_PDL();                                                                      \
+		HAC_PDL_DEFERRED();                                                             \
 		gemm_few<MT8, U, KS>(                                                           \
 			[&](uint32_t tile, uint32_t *lt) -> gemm_m {                            \
 				uint32_t i = grp.n - 1;                                         \

@@ -160,21 +160,25 @@ HACCEL_K void haccel_kda_conv(float *out, const float *in, uint32_t C, const flo
  * forms the segment's outputs in token order with the same sums as
  * haccel_kda_conv, then writes the new tail: one launch where the pair
  * takes two. (A thread runs its segment's tokens one after another, so
- * long segments take the pair.)
+ * long segments take the pair.) The weights and the tail are read before
+ * the wait for the kernel before this one (HAC_PDL): they must not be its
+ * output (in a decode step it is the projection of the inputs).
  */
 HACCEL_K void haccel_kda_conv_seg(float *out, const float *in, uint32_t C, const float *w,
 				  uint32_t W, const uint32_t *seg_off, const uint32_t *seg_slot,
 				  char *tail_base, uint64_t slot_stride, uint64_t gs_out,
 				  uint64_t gs_in, uint64_t gs_w, uint64_t gs_tail)
 {
-	HAC_PDL();
+	HAC_PDL_DEFERRED();
 	uint32_t s = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
 	uint32_t t0 = seg_off[s], t1 = seg_off[s + 1];
 	int P = (int)W - 1;
 	float win[7], wc[8];
 
-	if (c >= C || t1 <= t0)
+	if (c >= C || t1 <= t0) {
+		HAC_PDL();
 		return;
+	}
 	out += blockIdx.z * gs_out;
 	in += blockIdx.z * gs_in;
 	w += blockIdx.z * gs_w;
@@ -186,6 +190,7 @@ HACCEL_K void haccel_kda_conv_seg(float *out, const float *in, uint32_t C, const
 #pragma unroll
 	for (int r = 0; r < 7; r++)
 		win[r] = r < P ? tail[(size_t)r * C + c] : 0.0f;
+	HAC_PDL();
 	for (uint32_t t = t0; t < t1; t++) {
 		float x = in[(size_t)t * C + c], acc = 0.0f;
 
@@ -380,18 +385,24 @@ __device__ __forceinline__ void kda_recurrent(const float *q, const float *k, co
 	const bool act = col < V;
 	float4 S[NR];
 
-	if (t1 <= t0)
+	if (t1 <= t0) {
+		HAC_PDL();
 		return;
+	}
 	float *Sh = (float *)(state_base + seg_slot[blockIdx.x] * slot_stride) +
 		    (size_t)h * K * V + col;
 
-	/* The state loads go first: they overlap the staging below. */
+	/* The state loads go first, before the wait for the kernel before
+	 * this one (HAC_PDL), so they overlap its end and the staging below:
+	 * the state, seg_off and seg_slot must not be that kernel's output
+	 * (in a decode step it is the convolution). */
 #pragma unroll
 	for (int i = 0; i < NR; i++) {
 		uint32_t r = rl + 32 * i;
 
 		S[i] = act && r < K ? *(const float4 *)(Sh + (size_t)r * V) : kda_f4(0.0f);
 	}
+	HAC_PDL();
 
 	for (uint32_t t = t0; t < t1; t++) {
 		size_t th = (size_t)t * H + h;
@@ -480,7 +491,7 @@ __device__ __forceinline__ void kda_recurrent(const float *q, const float *k, co
 		     const uint32_t *seg_off, const uint32_t *seg_slot, char *state_base,     \
 		     uint64_t slot_stride)                                                    \
 	{                                                                                     \
-		HAC_PDL();                                                                    \
+		HAC_PDL_DEFERRED();                                                           \
 		kda_recurrent<NR, false>(q, k, v, gt, beta, o, H, K, V, seg_off, seg_slot,    \
 					 state_base, slot_stride, kda_raw{});                 \
 	}                                                                                     \
@@ -491,7 +502,7 @@ __device__ __forceinline__ void kda_recurrent(const float *q, const float *k, co
 			   char *state_base, uint64_t slot_stride, const float *A_log,         \
 			   const float *dt_bias, int form, float lb, float scale)              \
 	{                                                                                     \
-		HAC_PDL();                                                                    \
+		HAC_PDL_DEFERRED();                                                           \
 		kda_recurrent<NR, true>(q, k, v, gt, beta, o, H, K, V, seg_off, seg_slot,     \
 					state_base, slot_stride,                              \
 					kda_raw{ A_log, dt_bias, form, lb, scale });          \

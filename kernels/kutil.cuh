@@ -38,6 +38,17 @@ __device__ __forceinline__ void hac_pdl_launch(void)
 		hac_pdl_launch();                                                  \
 	} while (0)
 
+/*
+ * The first statement of a kernel that calls HAC_PDL() later, itself or
+ * in a device function: before it, it may read only what the kernel just
+ * before it in the stream does not write (its blocks start once the one
+ * before that has completed). Expands to nothing; tests/kernels-pdl.c
+ * checks that such a kernel waits.
+ */
+#define HAC_PDL_DEFERRED() \
+	do {               \
+	} while (0)
+
 __device__ __forceinline__ float warp_sum(float v)
 {
 	for (int o = 16; o > 0; o >>= 1)

@@ -290,6 +290,95 @@ static void test_writers(void)
 	gpu_close();
 }
 
+/*
+ * The fused launches of a DSA layer's indexer inputs against the kernels
+ * they replace, run in turn on the same inputs: the same bits.
+ * rope_hadamard: 16 vectors of 128 a token, rotated over 64, 128 or no
+ * dims, both layouts. index_k_fused: the layer norm, rope, transform and
+ * record write of the keys (some tokens with special values, some slots
+ * negative), and the head weights' scale; whole regions compared,
+ * records nobody writes included.
+ */
+static void test_indexer_inputs(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const uint32_t pos[] = { 0, 1, 2, 7, 100, 4095, 65537, 131071 };
+	enum { T = 8, NV = 16, TS = NV * 128, TK = 45, SLOTS = 61, IH = 16 };
+	haccel__dptr dpos = gpu_up(pos, sizeof(pos));
+	uint32_t kpos[TK];
+
+	for (int c = 0; c < 6; c++) {
+		int layout = c & 1;
+		uint32_t dim = c < 2 ? 64 : c < 4 ? 128 : 0;
+		float *x = rnd(T * TS, -2, 2);
+		haccel__dptr da = gpu_up(x, T * TS * sizeof(float));
+		haccel__dptr db = gpu_up(x, T * TS * sizeof(float));
+
+		if (dim)
+			KTAP_ASSERT_EQ(haccel__cuda_rope(g, NULL, da, T, NV, TS, 128, dim, dpos,
+							 1e4f, layout), 0);
+		KTAP_ASSERT_EQ(haccel__cuda_hadamard128(g, NULL, da, T * NV), 0);
+		KTAP_ASSERT_EQ(haccel__cuda_rope_hadamard(g, NULL, db, T, NV, TS, 128, dim, dpos,
+							  1e4f, layout), 0);
+		CHECK(gpu_same(da, db, T * TS * sizeof(float)),
+		      "rope_hadamard: layout %d dim %u differs from rope + hadamard", layout, dim);
+		free(x);
+	}
+	KTAP_EXPECT_EQ(haccel__cuda_rope_hadamard(g, NULL, 0, 1, 1, 128, 128, 64, 0, 1e4f, 2),
+		       -EINVAL);
+	KTAP_EXPECT_EQ(haccel__cuda_rope_hadamard(g, NULL, 0, 1, 1, 128, 128, 130, 0, 1e4f, 0),
+		       -EINVAL);
+
+	for (uint32_t t = 0; t < TK; t++)
+		kpos[t] = (uint32_t)ktap_rand_below(131072);
+	haccel__dptr dkpos = gpu_up(kpos, sizeof(kpos));
+	for (int c = 0; c < 4; c++) {
+		int layout = c & 1;
+		uint32_t dr = c < 2 ? 64 : c == 2 ? 0 : 32;
+		size_t rb = (size_t)SLOTS * IK_BYTES;
+		float *x = rnd(TK * 128, -3, 3), *w = rnd(128, 0.5f, 1.5f), *b = rnd(128, -1, 1);
+		float *hw = rnd(TK * IH, -2, 2), s = 1.0f / sqrtf((float)IH) / sqrtf(128.0f);
+		int64_t *slots = shuffled_slots(TK, SLOTS);
+		uint8_t *fill = xmalloc(rb);
+
+		for (uint32_t t = 0; t < TK; t += 5)
+			fill_special(x + t * 128, 128, t);
+		memset(fill, 0x5a, rb);
+		haccel__dptr rega = gpu_up(fill, rb), regb = gpu_up(fill, rb);
+		haccel__dptr dsl = gpu_up(slots, TK * sizeof(int64_t));
+		haccel__dptr dx = gpu_up(x, TK * 128 * sizeof(float)), dk = gpu_alloc(TK * 512);
+		haccel__dptr dw = gpu_up(w, 128 * sizeof(float)), dbias = gpu_up(b, 128 * 4);
+		haccel__dptr hwa = gpu_up(hw, TK * IH * 4), hwb = gpu_up(hw, TK * IH * 4);
+
+		KTAP_ASSERT_EQ(haccel__cuda_layernorm(g, NULL, dk, dx, dw, dbias, TK, 128, 1e-6f),
+			       0);
+		if (dr)
+			KTAP_ASSERT_EQ(haccel__cuda_rope(g, NULL, dk, TK, 1, 128, 128, dr, dkpos,
+							 5e4f, layout), 0);
+		KTAP_ASSERT_EQ(haccel__cuda_hadamard128(g, NULL, dk, TK), 0);
+		KTAP_ASSERT_EQ(haccel__cuda_index_k_write(g, NULL, rega, dsl, dk, TK), 0);
+		KTAP_ASSERT_EQ(haccel__cuda_scale(g, NULL, hwa, hwa, s, TK * IH), 0);
+		KTAP_ASSERT_EQ(haccel__cuda_index_k_fused(g, NULL, regb, dsl, dx, dw, dbias, 1e-6f,
+							  TK, dr, dkpos, 5e4f, layout, hwb, IH, s),
+			       0);
+		CHECK(gpu_same(rega, regb, rb), "index_k_fused: layout %d dr %u: the region differs",
+		      layout, dr);
+		CHECK(gpu_same(hwa, hwb, TK * IH * 4),
+		      "index_k_fused: layout %d dr %u: the head weights differ", layout, dr);
+		free(x);
+		free(w);
+		free(b);
+		free(hw);
+		free(slots);
+		free(fill);
+	}
+	KTAP_EXPECT_EQ(haccel__cuda_index_k_fused(g, NULL, 0, 0, 0, 0, 0, 1e-6f, 1, 64, 0, 1e4f, 2,
+						  0, 1, 1.0f), -EINVAL);
+	KTAP_EXPECT_EQ(haccel__cuda_index_k_fused(g, NULL, 0, 0, 0, 0, 0, 1e-6f, 1, 63, 0, 1e4f, 0,
+						  0, 1, 1.0f), -EINVAL);
+	gpu_close();
+}
+
 /* ------------------------------------------------------------------------ */
 /* Indexer                                                                  */
 
@@ -1019,6 +1108,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(test_rope),
 	KTAP_CASE(test_hadamard),
 	KTAP_CASE(test_writers),
+	KTAP_CASE(test_indexer_inputs),
 	KTAP_CASE(test_indexer),
 	KTAP_CASE(test_indexer_ties),
 	KTAP_CASE(test_indexer_nan),

@@ -219,6 +219,11 @@ int haccel__cuda_rope2(struct haccel__gpu *g, void *stream, haccel__dptr x, uint
 		       haccel__dptr pos, float theta, int layout);
 int haccel__cuda_hadamard128(struct haccel__gpu *g, void *stream,
 			     haccel__dptr x, uint32_t n);
+/* haccel__cuda_rope (dim = 0: none) then haccel__cuda_hadamard128 on the
+ * same n_vec vectors of 128 a token, in one launch: the same bits. */
+int haccel__cuda_rope_hadamard(struct haccel__gpu *g, void *stream, haccel__dptr x, uint32_t T,
+			       uint32_t n_vec, size_t tok_stride, size_t vec_stride, uint32_t dim,
+			       haccel__dptr pos, float theta, int layout);
 /* Bit-exact with the CPU writers; slots: int64_t[T] (negative: skipped). */
 int haccel__cuda_mla_kv_write(struct haccel__gpu *g, void *stream,
 			      haccel__dptr region, haccel__dptr slots,
@@ -227,6 +232,17 @@ int haccel__cuda_mla_kv_write(struct haccel__gpu *g, void *stream,
 int haccel__cuda_index_k_write(struct haccel__gpu *g, void *stream,
 			       haccel__dptr region, haccel__dptr slots,
 			       haccel__dptr ik, uint32_t T);
+/*
+ * A DSA layer's index keys from their projections x[T][128] in one
+ * launch, the bits of haccel__cuda_layernorm (w, b, eps), haccel__cuda_rope
+ * (the first dr dims; 0: none), haccel__cuda_hadamard128 and
+ * haccel__cuda_index_k_write in turn (no fp32 key is written); and the
+ * head weights hw[T][IH] times s, in place (haccel__cuda_scale).
+ */
+int haccel__cuda_index_k_fused(struct haccel__gpu *g, void *stream, haccel__dptr region,
+			       haccel__dptr slots, haccel__dptr x, haccel__dptr w, haccel__dptr b,
+			       float eps, uint32_t T, uint32_t dr, haccel__dptr pos, float theta,
+			       int layout, haccel__dptr hw, uint32_t IH, float s);
 /*
  * The fused indexer: for each token t, keys of positions 0..pos[t] read
  * through block_tables row bt_row[t] (bt_stride entries a row, pages of

@@ -67,6 +67,22 @@ int haccel__cuda_hadamard128(struct haccel__gpu *g, void *stream, haccel__dptr x
 	return HACCEL__LAUNCH(g, fn, (n + 7) / 8, 1, 1, 256, 1, 1, 0, stream, &x, &n);
 }
 
+int haccel__cuda_rope_hadamard(struct haccel__gpu *g, void *stream, haccel__dptr x, uint32_t T,
+			       uint32_t n_vec, size_t tok_stride, size_t vec_stride, uint32_t dim,
+			       haccel__dptr pos, float theta, int layout)
+{
+	uint64_t ts = tok_stride, vs = vec_stride;
+
+	if ((layout != HACCEL__ROPE_NEOX && layout != HACCEL__ROPE_INTERLEAVED) || dim > 128 ||
+	    dim % 2)
+		return -EINVAL;
+	FN("haccel_rope_hadamard");
+	if (!T || !n_vec)
+		return 0;
+	return HACCEL__LAUNCH(g, fn, T, 1, 1, 256, 1, 1, dim / 2 * 8, stream, &x, &n_vec, &ts, &vs,
+			      &dim, &pos, &theta, &layout);
+}
+
 int haccel__cuda_mla_kv_write(struct haccel__gpu *g, void *stream, haccel__dptr region,
 			      haccel__dptr slots, haccel__dptr latent, haccel__dptr k_pe,
 			      uint32_t T, uint32_t dr)
@@ -87,6 +103,23 @@ int haccel__cuda_index_k_write(struct haccel__gpu *g, void *stream, haccel__dptr
 	/* A warp per token, 4 a block. */
 	return HACCEL__LAUNCH(g, fn, (T + 3) / 4, 1, 1, 128, 1, 1, 0, stream, &region, &slots,
 			      &ik, &T);
+}
+
+int haccel__cuda_index_k_fused(struct haccel__gpu *g, void *stream, haccel__dptr region,
+			       haccel__dptr slots, haccel__dptr x, haccel__dptr w, haccel__dptr b,
+			       float eps, uint32_t T, uint32_t dr, haccel__dptr pos, float theta,
+			       int layout, haccel__dptr hw, uint32_t IH, float s)
+{
+	if ((layout != HACCEL__ROPE_NEOX && layout != HACCEL__ROPE_INTERLEAVED) ||
+	    dr > 128 || dr % 2)
+		return -EINVAL;
+	FN("haccel_dsa_index_k_fused");
+	if (!T)
+		return 0;
+	/* 128 threads: haccel__cuda_layernorm's block for 128 values, so the
+	 * norm's sums run in its order. */
+	return HACCEL__LAUNCH(g, fn, T, 1, 1, 128, 1, 1, 0, stream, &region, &slots, &x, &w, &b,
+			      &eps, &dr, &pos, &theta, &layout, &hw, &IH, &s);
 }
 
 /* ------------------------------------------------------------------------ */

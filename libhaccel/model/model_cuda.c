@@ -416,6 +416,26 @@ static int out_proj(struct haccel__gmodel *gm, const struct fwd *f, uint64_t x, 
 	return haccel__gemm_run(gm->g, NULL, &op);
 }
 
+/* Stream s continues from where the main stream stands (the fork of a
+ * branch: a parallel branch of the captured graph). */
+static int branch_from_main(struct haccel_model *m, void *s)
+{
+	struct haccel__gmodel *gm = m->gm;
+	struct haccel__cuda *cu = gm->cu;
+
+	TRY(HACCEL__CU(m->ctx, cu->EventRecord(gm->ev_fork, gm->g->stream)));
+	return HACCEL__CU(m->ctx, cu->StreamWaitEvent(s, gm->ev_fork, 0));
+}
+
+/* Stream `to` waits for what `from` has queued (through event ev). */
+static int join(struct haccel_model *m, void *to, void *from, void *ev)
+{
+	struct haccel__cuda *cu = m->gm->cu;
+
+	TRY(HACCEL__CU(m->ctx, cu->EventRecord(ev, from)));
+	return HACCEL__CU(m->ctx, cu->StreamWaitEvent(to ? to : m->gm->g->stream, ev, 0));
+}
+
 static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 {
 	const struct haccel__kda_config *k = &m->c.kda;
@@ -426,7 +446,8 @@ static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	uint32_t HK = H * K, HV = H * V, Wc = k->conv_size, l = m->sub[li], T = f->T;
 	uint64_t *b = gm->buf, xb = gm->bf[0], tb = gm->bf[1], ob = gm->bf[2];
 	uint64_t q = b[0], kk = b[1], v = b[2], qc = b[3], kc = b[4], vc = b[5], gt = b[6];
-	uint64_t tmp = b[7], beta = b[8], o = b[9], og = b[1];
+	uint64_t tmp = b[7], beta = b[8], o = b[9], og = b[10];
+	void *s2 = gm->s2;
 	uint64_t base = (uint64_t)(uintptr_t)m->sl.slots_base + (uint64_t)l * m->sl.layer_bytes;
 	uint64_t stride = m->sl.slot_bytes;
 	uint64_t so = IN(gm, gm->o_seg_off), ss = IN(gm, gm->o_seg_slot);
@@ -445,6 +466,9 @@ static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	 * few-row kernel where it takes them (haccel__gemm_group), f_a's and
 	 * g_a's outputs side by side in tmp; then f_b and g_b are one more.
 	 * Else each GEMM on its own, q, k and v batched where they can be.
+	 * The gates (what follows q/k/v's GEMMs up to gt, beta and og) run
+	 * on branch s2, beside q/k/v's GEMMs and convolution on the main
+	 * stream; the recurrence joins the two.
 	 */
 	uint32_t rf = k->gate_rank, rg = k->output_gate_low_rank ? k->output_gate_rank : 0;
 	uint32_t ld = rf + rg <= m->ws.maxw ? rf + rg : rf, ng = ld > rf ? 6 : 5;
@@ -458,15 +482,44 @@ static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 					       .C = gy[i], .lda = D, .ldb = D, .ldc = gl[i],
 					       .batch = 1, .trans_b = 1 };
 	/* All of them, else (weights past the kernel's limit: q, k and v
-	 * above 8 rows) the small ones. */
+	 * above 8 rows) the small ones, on the branch. */
 	int ret = haccel__gemm_group(g, NULL, gi, ng);
 	bool qkv = !ret;
 
-	if (ret == -ENOTSUP)
-		ret = haccel__gemm_group(g, NULL, gi + 3, ng - 3);
+	if (ret && ret != -ENOTSUP)
+		return ret;
+	TRY(branch_from_main(m, s2));
+	ret = qkv ? 0 : haccel__gemm_group(g, s2, gi + 3, ng - 3);
 	if (ret && ret != -ENOTSUP)
 		return ret;
 	bool grouped = !ret, ga = grouped && ng == 6;
+
+	if (!grouped) {
+		TRY(haccel__cuda_linear(g, s2, tmp, xb, D, F(W->f_a), 0, T, rf, D));
+		TRY(haccel__cuda_linear(g, s2, beta, xb, D, F(W->b), 0, T, H, D));
+	}
+	/* f_b, and g_b with it when g_a came in the group. */
+	struct haccel__gemm gb[2] = {
+		{ .M = T, .N = HK, .K = rf, .A = tb, .B = F(W->f_b), .C = gt, .lda = ga ? ld : rf,
+		  .ldb = rf, .ldc = HK, .batch = 1, .trans_b = 1 },
+		{ .M = T, .N = HV, .K = rg, .A = tb + (uint64_t)rf * 2, .B = F(W->g_b), .C = og,
+		  .bias = F(W->g_b_bias), .lda = ld, .ldb = rg, .ldc = HV, .batch = 1,
+		  .trans_b = 1 },
+	};
+
+	TRY(to_bf(gm, s2, tb, tmp, (size_t)T * (ga ? ld : rf)));
+	ret = ga ? haccel__gemm_group(g, s2, gb, 2) : -ENOTSUP;
+	if (ret && ret != -ENOTSUP)
+		return ret;
+	for (uint32_t i = 0; ret && i < (ga ? 2u : 1u); i++)
+		TRY(haccel__gemm_run(g, s2, &gb[i]));
+	if (rg && !ga) {
+		TRY(haccel__cuda_linear(g, s2, tmp, xb, D, F(W->g_a), 0, T, rg, D));
+		TRY(to_bf(gm, s2, tb, tmp, (size_t)T * rg));
+		TRY(haccel__cuda_linear(g, s2, og, tb, rg, F(W->g_b), F(W->g_b_bias), T, HV, rg));
+	} else if (!rg) {
+		TRY(haccel__cuda_linear(g, s2, og, xb, D, F(W->g), 0, T, HV, D));
+	}
 
 	if (!qkv) {
 		TRY(linear_n(gm, ys, xb, D, ws, nq, T, HK, D));
@@ -479,26 +532,7 @@ static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	for (uint32_t i = nq; i < 3; i++)
 		TRY(haccel__cuda_kda_conv(g, NULL, co[i], ys[i], T, i == 2 ? HV : HK, cw[i], Wc,
 					  f->n_seg, so, ss, ct[i], stride));
-	if (!grouped)
-		TRY(haccel__cuda_linear(g, NULL, tmp, xb, D, F(W->f_a), 0, T, rf, D));
-	/* f_b, and g_b with it when g_a came in the group (og takes kk, the
-	 * raw k: dead after the convolution). */
-	struct haccel__gemm gb[2] = {
-		{ .M = T, .N = HK, .K = rf, .A = tb, .B = F(W->f_b), .C = gt, .lda = ga ? ld : rf,
-		  .ldb = rf, .ldc = HK, .batch = 1, .trans_b = 1 },
-		{ .M = T, .N = HV, .K = rg, .A = tb + (uint64_t)rf * 2, .B = F(W->g_b), .C = og,
-		  .bias = F(W->g_b_bias), .lda = ld, .ldb = rg, .ldc = HV, .batch = 1,
-		  .trans_b = 1 },
-	};
-
-	TRY(to_bf(gm, NULL, tb, tmp, (size_t)T * (ga ? ld : rf)));
-	ret = ga ? haccel__gemm_group(g, NULL, gb, 2) : -ENOTSUP;
-	if (ret && ret != -ENOTSUP)
-		return ret;
-	for (uint32_t i = 0; ret && i < (ga ? 2u : 1u); i++)
-		TRY(haccel__gemm_run(g, NULL, &gb[i]));
-	if (!grouped)
-		TRY(haccel__cuda_linear(g, NULL, beta, xb, D, F(W->b), 0, T, H, D));
+	TRY(join(m, NULL, s2, gm->ev_join2));
 	/* Decode: the gate and prep inside the recurrence (the same bits). */
 	if (f->decode) {
 		TRY(haccel__cuda_kda_recurrent_raw(g, NULL, qc, kc, vc, gt, beta, o, T, H, K, V,
@@ -513,13 +547,6 @@ static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 					     so, ss, base + m->sl.state_offset, stride,
 					     gm->kda_scratch));
 	}
-	if (rg && !ga) {
-		TRY(haccel__cuda_linear(g, NULL, tmp, xb, D, F(W->g_a), 0, T, rg, D));
-		TRY(to_bf(gm, NULL, tb, tmp, (size_t)T * rg));
-		TRY(haccel__cuda_linear(g, NULL, og, tb, rg, F(W->g_b), F(W->g_b_bias), T, HV, rg));
-	} else if (!rg) {
-		TRY(haccel__cuda_linear(g, NULL, og, xb, D, F(W->g), 0, T, HV, D));
-	}
 	TRY(haccel__cuda_gated_rmsnorm_bf16(g, NULL, ob, o, og, F(W->o_norm), T, H, V,
 					    m->c.rms_norm_eps));
 	return out_proj(gm, f, ob, HV, F(W->o), D);
@@ -531,49 +558,22 @@ static int dsa_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	struct haccel__gmodel *gm = m->gm;
 	const struct haccel__dsa_weights *W = &gm->w.layer[li].dsa;
 	struct haccel__gpu *g = gm->g;
-	struct haccel__cuda *cu = gm->cu;
-	struct haccel_ctx *ctx = m->ctx;
 	uint32_t D = m->c.hidden_size, H = d->num_heads, dn = d->qk_nope_head_dim;
 	uint32_t dr = d->qk_rope_head_dim, dv = d->v_head_dim, R = d->kv_lora_rank;
 	uint32_t IH = d->index_n_heads, ID = d->index_head_dim, l = m->sub[li], T = f->T;
 	uint32_t qh = dn + dr, topk = d->index_topk, Rq = d->q_lora_rank;
 	uint64_t *b = gm->buf;
 	uint64_t cq = b[0], q = b[1], kva = b[2], lat = b[3], kpe = b[4], qlat = b[5];
-	uint64_t olat = b[6], qpe = b[7], iq = b[8], t7 = b[9], ik = b[10], iw = b[11], o = b[0];
+	uint64_t olat = b[6], qpe = b[7], iq = b[8], t7 = b[9], iw = b[11], o = b[0];
 	uint64_t xb = gm->bf[0], cqb = gm->bf[1], qb = gm->bf[2], olb = gm->bf[3], ob = gm->bf[4];
 	uint64_t pos = IN(gm, gm->o_pos), slots = IN(gm, gm->o_slot), btr = IN(gm, gm->o_bt_row);
 	uint64_t kv_reg = (uint64_t)(uintptr_t)m->kv_reg[l].base;
 	uint64_t ik_reg = (uint64_t)(uintptr_t)m->ik_reg[l].base;
 	void *s2 = gm->s2, *s3 = gm->s3;
 
-	/* The q latent, shared by attention and the indexer, and this step's
-	 * KV latent: one launch where the few-row kernel takes both. */
-	struct haccel__gemm qk[2] = {
-		{ .M = T, .N = Rq, .K = D, .A = xb, .B = F(W->q_a), .C = cq, .lda = D, .ldb = D,
-		  .ldc = Rq, .batch = 1, .trans_b = 1 },
-		{ .M = T, .N = R + dr, .K = D, .A = xb, .B = F(W->kv_a), .C = kva, .lda = D,
-		  .ldb = D, .ldc = R + dr, .batch = 1, .trans_b = 1 },
-	};
-	int ret = haccel__gemm_group(g, NULL, qk, 2);
-	bool kv_done = !ret;
-
-	if (ret && ret != -ENOTSUP)
-		return ret;
-	if (ret)
-		TRY(haccel__gemm_run(g, NULL, &qk[0]));
-	TRY(haccel__cuda_rmsnorm_bf16(g, NULL, cqb, cq, F(W->q_a_norm), T, Rq, m->c.rms_norm_eps));
-
-	/* Fork: the indexer's query on s2, its keys and head weights on s3. */
-	TRY(HACCEL__CU(ctx, cu->EventRecord(gm->ev_fork, g->stream)));
-	TRY(HACCEL__CU(ctx, cu->StreamWaitEvent(s2, gm->ev_fork, 0)));
-	TRY(HACCEL__CU(ctx, cu->StreamWaitEvent(s3, gm->ev_fork, 0)));
-	TRY(haccel__cuda_linear(g, s2, iq, cqb, Rq, F(W->iq_b), 0, T, IH * ID, Rq));
-	if (d->index_rope_dim)
-		TRY(haccel__cuda_rope(g, s2, iq, T, IH, (size_t)IH * ID, ID, d->index_rope_dim, pos,
-				      d->rope_theta, (int)d->index_rope_layout));
-	TRY(haccel__cuda_hadamard128(g, s2, iq, T * IH));
-	TRY(HACCEL__CU(ctx, cu->EventRecord(gm->ev_join2, s2)));
-
+	/* Branch s3 from the layer's input: the indexer's keys and head
+	 * weights (they need neither latent). */
+	TRY(branch_from_main(m, s3));
 	/* The index keys' and the head weights' projections, one launch
 	 * where the few-row kernel takes both. */
 	struct haccel__gemm kw[2] = {
@@ -582,24 +582,49 @@ static int dsa_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 		{ .M = T, .N = IH, .K = D, .A = xb, .B = F(W->iw), .C = iw, .lda = D, .ldb = D,
 		  .ldc = IH, .batch = 1, .trans_b = 1 },
 	};
-	ret = haccel__gemm_group(g, s3, kw, 2);
-	bool iw_done = !ret;
+	int ret = haccel__gemm_group(g, s3, kw, 2);
+
+	if (ret && ret != -ENOTSUP)
+		return ret;
+	if (ret) {
+		TRY(haccel__gemm_run(g, s3, &kw[0]));
+		TRY(haccel__gemm_run(g, s3, &kw[1]));
+	}
+	/* The keys' norm, rope, transform and cache write, and the head
+	 * weights' scale, in one launch. */
+	TRY(haccel__cuda_index_k_fused(g, s3, ik_reg, slots, t7, F(W->ik_norm_w), F(W->ik_norm_b),
+				       1e-6f, T, d->index_rope_dim, pos, d->rope_theta,
+				       (int)d->index_rope_layout, iw, IH,
+				       1.0f / sqrtf((float)IH) / sqrtf((float)ID)));
+	/* The q latent, shared by attention and the indexer, and this step's
+	 * KV latent: one launch where the few-row kernel takes both. */
+	struct haccel__gemm qk[2] = {
+		{ .M = T, .N = Rq, .K = D, .A = xb, .B = F(W->q_a), .C = cq, .lda = D, .ldb = D,
+		  .ldc = Rq, .batch = 1, .trans_b = 1 },
+		{ .M = T, .N = R + dr, .K = D, .A = xb, .B = F(W->kv_a), .C = kva, .lda = D,
+		  .ldb = D, .ldc = R + dr, .batch = 1, .trans_b = 1 },
+	};
+	ret = haccel__gemm_group(g, NULL, qk, 2);
+	bool kv_done = !ret;
 
 	if (ret && ret != -ENOTSUP)
 		return ret;
 	if (ret)
-		TRY(haccel__gemm_run(g, s3, &kw[0]));
-	TRY(haccel__cuda_layernorm(g, s3, ik, t7, F(W->ik_norm_w), F(W->ik_norm_b), T, ID, 1e-6f));
-	if (d->index_rope_dim)
-		TRY(haccel__cuda_rope(g, s3, ik, T, 1, ID, ID, d->index_rope_dim, pos, d->rope_theta,
-				      (int)d->index_rope_layout));
-	TRY(haccel__cuda_hadamard128(g, s3, ik, T));
-	TRY(haccel__cuda_index_k_write(g, s3, ik_reg, slots, ik, T));
-	if (!iw_done)
-		TRY(haccel__gemm_run(g, s3, &kw[1]));
-	TRY(haccel__cuda_scale(g, s3, iw, iw, 1.0f / sqrtf((float)IH) / sqrtf((float)ID),
-			       (size_t)T * IH));
-	TRY(HACCEL__CU(ctx, cu->EventRecord(gm->ev_join3, s3)));
+		TRY(haccel__gemm_run(g, NULL, &qk[0]));
+	TRY(haccel__cuda_rmsnorm_bf16(g, NULL, cqb, cq, F(W->q_a_norm), T, Rq, m->c.rms_norm_eps));
+
+	/* Branch s2: the indexer's queries, then (joining s3) the fused
+	 * indexer, beside attention's queries and this step's KV on the main
+	 * stream. */
+	TRY(branch_from_main(m, s2));
+	TRY(haccel__cuda_linear(g, s2, iq, cqb, Rq, F(W->iq_b), 0, T, IH * ID, Rq));
+	TRY(haccel__cuda_rope_hadamard(g, s2, iq, T, IH, (size_t)IH * ID, ID, d->index_rope_dim,
+				       pos, d->rope_theta, (int)d->index_rope_layout));
+
+	TRY(join(m, s2, s3, gm->ev_join3));
+	TRY(haccel__cuda_indexer_topk(g, s2, gm->sel, gm->n_sel, iq, iw, T, IH, pos, btr, ik_reg,
+				      gm->bt, m->bt_stride, m->page_tokens, topk, f->max_pos,
+				      gm->idx_scratch));
 
 	/* Attention's queries and this step's KV, on the main stream. */
 	TRY(haccel__cuda_linear(g, NULL, q, cqb, Rq, F(W->q_b), 0, T, H * qh, Rq));
@@ -624,12 +649,8 @@ static int dsa_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	};
 	TRY(haccel__gemm_run(g, NULL, &uk));
 
-	/* Join, then the fused indexer and sparse attention. */
-	TRY(HACCEL__CU(ctx, cu->StreamWaitEvent(g->stream, gm->ev_join2, 0)));
-	TRY(HACCEL__CU(ctx, cu->StreamWaitEvent(g->stream, gm->ev_join3, 0)));
-	TRY(haccel__cuda_indexer_topk(g, NULL, gm->sel, gm->n_sel, iq, iw, T, IH, pos, btr, ik_reg,
-				      gm->bt, m->bt_stride, m->page_tokens, topk, f->max_pos,
-				      gm->idx_scratch));
+	/* Join the indexer's selection, then sparse attention. */
+	TRY(join(m, NULL, s2, gm->ev_join2));
 	TRY(haccel__cuda_sparse_mla(g, NULL, olat, qlat, qpe, T, H, dr, gm->sel, gm->n_sel, topk,
 				    btr, kv_reg, gm->bt, m->bt_stride, m->page_tokens,
 				    1.0f / sqrtf((float)qh), gm->mla_scratch));
