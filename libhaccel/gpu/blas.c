@@ -335,14 +335,16 @@ int haccel__gemm_few(struct haccel__gpu *g, void *stream, const struct haccel__g
  * Weights of at least this many bytes a call go to cuBLASLt even when
  * the few-row kernel takes the shape: there its blocks' whole tiles leave
  * part of the last wave idle, and cuBLASLt streams them as fast or faster
- * (H200, graph-timed: at one row 82% against 78% of the copy bandwidth
- * for the MLP's 46 MB gate and up, 93% against 80% for a 131 MB lm_head;
- * at 16 rows, 65% against 59% for the 25 MB q/k/v and 53% against 51%
- * for the 23 MB MLP down; below, the kernel is ahead, by up to 2x on the
- * small projections: docs/benchmarks.md). The kernel for 9-16 rows reads
- * twice the activations of the one for up to 8.
+ * (H200, graph-timed: at one row 90% against 82% of the copy bandwidth
+ * for a 131 MB lm_head; at 16 rows, 65% against 59% for the 25 MB q/k/v
+ * and 53% against 51% for the 23 MB MLP down). Below, the kernel is
+ * ahead, by up to 2x on the small projections, and at up to 8 rows on
+ * the MLP's 46 MB gate and up since its first weights stream before the
+ * programmatic wait: 88% against 83% at one row, 85% against 82% at 8
+ * (docs/benchmarks.md). The kernel for 9-16 rows reads twice the
+ * activations of the one for up to 8.
  */
-#define FEW_MAX_BYTES(M) ((M) <= 8 ? 32ull << 20 : 16ull << 20)
+#define FEW_MAX_BYTES(M) ((M) <= 8 ? 64ull << 20 : 16ull << 20)
 
 /* kernels/gemm.cu's struct gemm_m and gemm_grp, field for field. */
 struct few_member {
