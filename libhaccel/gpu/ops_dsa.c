@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 
 #include "gpu/ops.h"
 #include "model/cpu/ops.h"
@@ -38,6 +39,18 @@ int haccel__cuda_rope(struct haccel__gpu *g, void *stream, haccel__dptr x, uint3
 				  pos, theta, layout);
 }
 
+static bool rope_layout_ok(int layout)
+{
+	return layout == HACCEL__ROPE_NEOX || layout == HACCEL__ROPE_INTERLEAVED;
+}
+
+/* A rope inside a vector of 128 (the fused kernels): a known layout and an
+ * even count of rotated dims, at most 128. */
+static bool rope128_ok(int layout, uint32_t dim)
+{
+	return rope_layout_ok(layout) && dim <= 128 && dim % 2 == 0;
+}
+
 int haccel__cuda_rope2(struct haccel__gpu *g, void *stream, haccel__dptr x, uint32_t n_vec,
 		       size_t tok_stride, size_t vec_stride, haccel__dptr x2, uint32_t n_vec2,
 		       size_t tok_stride2, size_t vec_stride2, uint32_t T, uint32_t dim,
@@ -46,7 +59,7 @@ int haccel__cuda_rope2(struct haccel__gpu *g, void *stream, haccel__dptr x, uint
 	uint64_t ts = tok_stride, vs = vec_stride, ts2 = tok_stride2, vs2 = vec_stride2;
 	uint32_t half = dim / 2;
 
-	if (layout != HACCEL__ROPE_NEOX && layout != HACCEL__ROPE_INTERLEAVED)
+	if (!rope_layout_ok(layout))
 		return -EINVAL;
 	/* The angles of one token: dim / 2 (cos, sin) pairs. */
 	if ((size_t)half * 8 > 48 * 1024)
@@ -73,8 +86,7 @@ int haccel__cuda_rope_hadamard(struct haccel__gpu *g, void *stream, haccel__dptr
 {
 	uint64_t ts = tok_stride, vs = vec_stride;
 
-	if ((layout != HACCEL__ROPE_NEOX && layout != HACCEL__ROPE_INTERLEAVED) || dim > 128 ||
-	    dim % 2)
+	if (!rope128_ok(layout, dim))
 		return -EINVAL;
 	FN("haccel_rope_hadamard");
 	if (!T || !n_vec)
@@ -110,8 +122,7 @@ int haccel__cuda_index_k_fused(struct haccel__gpu *g, void *stream, haccel__dptr
 			       float eps, uint32_t T, uint32_t dr, haccel__dptr pos, float theta,
 			       int layout, haccel__dptr hw, uint32_t IH, float s)
 {
-	if ((layout != HACCEL__ROPE_NEOX && layout != HACCEL__ROPE_INTERLEAVED) ||
-	    dr > 128 || dr % 2)
+	if (!rope128_ok(layout, dr))
 		return -EINVAL;
 	FN("haccel_dsa_index_k_fused");
 	if (!T)
