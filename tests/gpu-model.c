@@ -274,6 +274,18 @@ static void test_small_teacher_forced(void)
 	report("reduced small, 2 sequences, 192 prompt + 24 decode", &a);
 	haccel_model_close(cpu);
 	haccel_model_close(gpu);
+	/* Decode batches of 20 and 40 (buckets of 32 and 64): the GEMMs of
+	 * 17-64 rows on the warpgroup kernel. */
+	cpu = open_dev(gpu_ctx, d, HACCEL_DEVICE_CPU, 0, 40, 480, 64);
+	gpu = open_dev(gpu_ctx, d, HACCEL_DEVICE_CUDA, 0, 40, 480, 64);
+	memset(&a, 0, sizeof(a));
+	teacher_force(cpu, gpu, c.vocab_size, 20, 8, 8, 4, &a);
+	report("reduced small, 20 sequences, 8 prompt + 4 decode", &a);
+	memset(&a, 0, sizeof(a));
+	teacher_force(cpu, gpu, c.vocab_size, 40, 12, 12, 4, &a);
+	report("reduced small, 40 sequences, 12 prompt + 4 decode", &a);
+	haccel_model_close(cpu);
+	haccel_model_close(gpu);
 	test_rmtree(d);
 	free(d);
 	gpu_close();
