@@ -34,8 +34,8 @@ struct haccel__gemm {
 };
 
 /* Run it on stream (NULL: g's stream): by haccel__gemm_few where it
- * takes the shape and the weights are under 32 MiB (16 MiB above 8 rows;
- * unless HACCEL_GEMM=cublaslt), else by cuBLASLt.
+ * takes the shape and the weights are under 64 MiB (16 MiB above 8 rows;
+ * blas.c's FEW_MAX_BYTES; unless HACCEL_GEMM=cublaslt), else by cuBLASLt.
  * Returns 0, -ENODEV (no cuBLASLt: the message says where it was looked
  * for), -ENOTSUP (no algorithm for the shape), -EIO. */
 int haccel__gemm_run(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op);
