@@ -3020,10 +3020,12 @@ haccel_dsa_mla_h32(float *o_lat, float *part, const float *q_lat, const float *q
  * a split that did has l_s >= 1, or NaN, which then spreads as on the CPU).
  * No split with records (n_sel = 0): zeros. The (m, l) of every split are
  * read at once and the weights kept in shared memory (n_split floats), so
- * the loop over the partial outputs has only independent loads.
+ * the loop over the partial outputs has only independent loads. With
+ * o_bf, the output goes there rounded to bf16 as haccel_to_bf16 rounds
+ * (the value projection's input), and o_lat is not written.
  */
 HACCEL_K void haccel_dsa_mla_combine(float *o_lat, const float *part, uint32_t T, uint32_t H,
-				     uint32_t n_split)
+				     uint32_t n_split, uint16_t *o_bf)
 {
 	HAC_PDL();
 	float *wgt = (float *)dsa_smem;
@@ -3064,7 +3066,14 @@ HACCEL_K void haccel_dsa_mla_combine(float *o_lat, const float *part, uint32_t T
 		acc[2] += w * p.z;
 		acc[3] += w * p.w;
 	}
-	float *out = o_lat + ((size_t)t * H + h) * 512 + d;
-	for (int k = 0; k < 4; k++)
-		out[k] = L != 0.0f ? acc[k] / L : 0.0f;
+	size_t at = ((size_t)t * H + h) * 512 + d;
+
+	for (int k = 0; k < 4; k++) {
+		float v = L != 0.0f ? acc[k] / L : 0.0f;
+
+		if (o_bf)
+			o_bf[at + k] = hac_bf16_from_float(v);
+		else
+			o_lat[at + k] = v;
+	}
 }

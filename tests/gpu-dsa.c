@@ -1000,6 +1000,24 @@ static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c)
 		}
 	}
 	ktap_diag("sparse MLA: worst error %.3g of the largest output (bound 2e-3)", worst);
+	/* The bf16 form: the same outputs, rounded as the CPU rounds. */
+	{
+		size_t n = (size_t)T * H * 512;
+		haccel__dptr dbf = gpu_alloc(n * 2), dlat = gpu_alloc(n * 4);
+		uint16_t *bf = xmalloc(n * 2);
+		size_t off = 0;
+
+		KTAP_ASSERT_EQ(haccel__cuda_sparse_mla_bf16(g, NULL, dbf, dlat, dql, dqp, T, H, dr,
+							    dsel, dn, topk, drow, dreg, dbt,
+							    pg.stride, pg.P, c->scale, dscr),
+			       0);
+		gpu_down(bf, dbf, n * 2);
+		while (off < n && bf[off] == haccel__bf16_from_float(got[off]))
+			off++;
+		CHECK(off == n, "bf16 output %zu of %zu differs: 0x%04x against 0x%04x", off, n,
+		      off < n ? bf[off] : 0, off < n ? haccel__bf16_from_float(got[off]) : 0);
+		free(bf);
+	}
 	gpu_free_to(mark);
 	free(region);
 	free(pg.bt);

@@ -357,12 +357,12 @@ size_t haccel__cuda_sparse_mla_scratch(uint32_t T, uint32_t H, uint32_t topk)
 	return (size_t)rows * H * (512 + 2) * 4;
 }
 
-int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_lat,
-			    haccel__dptr q_lat, haccel__dptr q_pe, uint32_t T, uint32_t H,
-			    uint32_t dr, haccel__dptr sel, haccel__dptr n_sel, uint32_t topk,
-			    haccel__dptr bt_row, haccel__dptr region, haccel__dptr block_tables,
-			    uint32_t bt_stride, uint32_t page_tokens, float scale,
-			    haccel__dptr scratch)
+static int sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_bf,
+		      haccel__dptr o_lat, haccel__dptr q_lat, haccel__dptr q_pe, uint32_t T,
+		      uint32_t H, uint32_t dr, haccel__dptr sel, haccel__dptr n_sel,
+		      uint32_t topk, haccel__dptr bt_row, haccel__dptr region,
+		      haccel__dptr block_tables, uint32_t bt_stride, uint32_t page_tokens,
+		      float scale, haccel__dptr scratch)
 {
 	uint32_t tps, n_split = mla_splits(T, H, topk, &tps), hgs = mla_hg(H);
 	uint32_t n_hg = (H + hgs - 1) / hgs;
@@ -415,9 +415,35 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 			     &scratch, &q_lat, &q_pe, &H, &dr, &sel, &n_sel, &topk, &bt_row,
 			     &region, &block_tables, &bt_stride, &page_tokens, &scale, &n_split,
 			     &tps, &n_hg);
+	if (!ret && n_split == 1 && o_bf)
+		ret = haccel__cuda_to_bf16(g, stream, o_bf, o_lat, (size_t)T * H * 512);
 	if (ret || n_split == 1)
 		return ret;
 	/* the splits' weights in shared memory (dsa.cu, haccel_dsa_mla_combine) */
 	return HACCEL__LAUNCH(g, comb, T * H, 1, 1, 128, 1, 1, n_split * 4, stream, &o_lat,
-			      &scratch, &T, &H, &n_split);
+			      &scratch, &T, &H, &n_split, &o_bf);
+}
+
+int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_lat,
+			    haccel__dptr q_lat, haccel__dptr q_pe, uint32_t T, uint32_t H,
+			    uint32_t dr, haccel__dptr sel, haccel__dptr n_sel, uint32_t topk,
+			    haccel__dptr bt_row, haccel__dptr region, haccel__dptr block_tables,
+			    uint32_t bt_stride, uint32_t page_tokens, float scale,
+			    haccel__dptr scratch)
+{
+	return sparse_mla(g, stream, 0, o_lat, q_lat, q_pe, T, H, dr, sel, n_sel, topk, bt_row,
+			  region, block_tables, bt_stride, page_tokens, scale, scratch);
+}
+
+int haccel__cuda_sparse_mla_bf16(struct haccel__gpu *g, void *stream, haccel__dptr o_bf,
+				 haccel__dptr o_lat, haccel__dptr q_lat, haccel__dptr q_pe,
+				 uint32_t T, uint32_t H, uint32_t dr, haccel__dptr sel,
+				 haccel__dptr n_sel, uint32_t topk, haccel__dptr bt_row,
+				 haccel__dptr region, haccel__dptr block_tables, uint32_t bt_stride,
+				 uint32_t page_tokens, float scale, haccel__dptr scratch)
+{
+	if (!o_bf)
+		return -EINVAL;
+	return sparse_mla(g, stream, o_bf, o_lat, q_lat, q_pe, T, H, dr, sel, n_sel, topk, bt_row,
+			  region, block_tables, bt_stride, page_tokens, scale, scratch);
 }
