@@ -971,7 +971,7 @@ static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c)
 	ktap_diag("sparse MLA%s: H %u dr %u T %u topk %u page_tokens %u scale %g scratch %zu",
 		  H > 16 ? "" : g->sparse_mla == 1 ? " (16-head mma kernel)" : " (16-head ws kernel)",
 		  H, dr, T, topk, c->P, (double)c->scale, sb);
-	KTAP_ASSERT_EQ(haccel__cuda_sparse_mla(g, NULL, dout, dql, dqp, T, H, dr, dsel, dn, topk,
+	KTAP_ASSERT_EQ(haccel__cuda_sparse_mla(g, NULL, dout, 0, dql, dqp, T, H, dr, dsel, dn, topk,
 					       drow, dreg, dbt, pg.stride, pg.P, c->scale, dscr),
 		       0);
 	gpu_down(got, dout, (size_t)T * H * 512 * 4);
@@ -1007,9 +1007,9 @@ static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c)
 		uint16_t *bf = xmalloc(n * 2);
 		size_t off = 0;
 
-		KTAP_ASSERT_EQ(haccel__cuda_sparse_mla_bf16(g, NULL, dbf, dlat, dql, dqp, T, H, dr,
-							    dsel, dn, topk, drow, dreg, dbt,
-							    pg.stride, pg.P, c->scale, dscr),
+		KTAP_ASSERT_EQ(haccel__cuda_sparse_mla(g, NULL, dlat, dbf, dql, dqp, T, H, dr, dsel,
+						       dn, topk, drow, dreg, dbt, pg.stride, pg.P,
+						       c->scale, dscr),
 			       0);
 		gpu_down(bf, dbf, n * 2);
 		while (off < n && bf[off] == haccel__bf16_from_float(got[off]))

@@ -400,7 +400,7 @@ static int mla_once(struct gb *b, void *arg)
 {
 	struct mla_arg *a = arg;
 
-	return haccel__cuda_sparse_mla(b->g, NULL, a->o, a->ql, a->qp, a->T, a->H, 64, a->sel,
+	return haccel__cuda_sparse_mla(b->g, NULL, a->o, 0, a->ql, a->qp, a->T, a->H, 64, a->sel,
 				       a->n_sel, a->topk, a->btr, a->region, a->bt, a->bt_stride, 64,
 				       1.0f / sqrtf(192.0f), a->scratch);
 }

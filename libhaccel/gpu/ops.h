@@ -268,24 +268,17 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream,
  * selection is cut into (1: no scratch used). */
 size_t haccel__cuda_sparse_mla_scratch(uint32_t T, uint32_t H, uint32_t topk);
 uint32_t haccel__cuda_sparse_mla_splits(uint32_t T, uint32_t H, uint32_t topk);
+/* With o_bf (else 0), the output goes to o_bf [T][H][512] in bf16,
+ * rounded as haccel__cuda_to_bf16 rounds: written by the kernel that
+ * merges the splits, else converted from o_lat (then its fp32 copy,
+ * written too). */
 int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream,
-			    haccel__dptr o_lat, haccel__dptr q_lat,
+			    haccel__dptr o_lat, haccel__dptr o_bf, haccel__dptr q_lat,
 			    haccel__dptr q_pe, uint32_t T, uint32_t H,
 			    uint32_t dr, haccel__dptr sel, haccel__dptr n_sel,
 			    uint32_t topk, haccel__dptr bt_row,
 			    haccel__dptr region, haccel__dptr block_tables,
 			    uint32_t bt_stride, uint32_t page_tokens,
 			    float scale, haccel__dptr scratch);
-/* The same, with the output o_bf [T][H][512] in bf16, rounded as
- * haccel__cuda_to_bf16 rounds: written by the kernel that merges the
- * splits, else converted from o_lat (then its fp32 copy, written too). */
-int haccel__cuda_sparse_mla_bf16(struct haccel__gpu *g, void *stream,
-				 haccel__dptr o_bf, haccel__dptr o_lat, haccel__dptr q_lat,
-				 haccel__dptr q_pe, uint32_t T, uint32_t H,
-				 uint32_t dr, haccel__dptr sel, haccel__dptr n_sel,
-				 uint32_t topk, haccel__dptr bt_row,
-				 haccel__dptr region, haccel__dptr block_tables,
-				 uint32_t bt_stride, uint32_t page_tokens,
-				 float scale, haccel__dptr scratch);
 
 #endif /* HACCEL_GPU_OPS_H */

@@ -357,12 +357,12 @@ size_t haccel__cuda_sparse_mla_scratch(uint32_t T, uint32_t H, uint32_t topk)
 	return (size_t)rows * H * (512 + 2) * 4;
 }
 
-static int sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_bf,
-		      haccel__dptr o_lat, haccel__dptr q_lat, haccel__dptr q_pe, uint32_t T,
-		      uint32_t H, uint32_t dr, haccel__dptr sel, haccel__dptr n_sel,
-		      uint32_t topk, haccel__dptr bt_row, haccel__dptr region,
-		      haccel__dptr block_tables, uint32_t bt_stride, uint32_t page_tokens,
-		      float scale, haccel__dptr scratch)
+int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_lat,
+			    haccel__dptr o_bf, haccel__dptr q_lat, haccel__dptr q_pe, uint32_t T,
+			    uint32_t H, uint32_t dr, haccel__dptr sel, haccel__dptr n_sel,
+			    uint32_t topk, haccel__dptr bt_row, haccel__dptr region,
+			    haccel__dptr block_tables, uint32_t bt_stride, uint32_t page_tokens,
+			    float scale, haccel__dptr scratch)
 {
 	uint32_t tps, n_split = mla_splits(T, H, topk, &tps), hgs = mla_hg(H);
 	uint32_t n_hg = (H + hgs - 1) / hgs;
@@ -424,26 +424,3 @@ static int sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_bf,
 			      &scratch, &T, &H, &n_split, &o_bf);
 }
 
-int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_lat,
-			    haccel__dptr q_lat, haccel__dptr q_pe, uint32_t T, uint32_t H,
-			    uint32_t dr, haccel__dptr sel, haccel__dptr n_sel, uint32_t topk,
-			    haccel__dptr bt_row, haccel__dptr region, haccel__dptr block_tables,
-			    uint32_t bt_stride, uint32_t page_tokens, float scale,
-			    haccel__dptr scratch)
-{
-	return sparse_mla(g, stream, 0, o_lat, q_lat, q_pe, T, H, dr, sel, n_sel, topk, bt_row,
-			  region, block_tables, bt_stride, page_tokens, scale, scratch);
-}
-
-int haccel__cuda_sparse_mla_bf16(struct haccel__gpu *g, void *stream, haccel__dptr o_bf,
-				 haccel__dptr o_lat, haccel__dptr q_lat, haccel__dptr q_pe,
-				 uint32_t T, uint32_t H, uint32_t dr, haccel__dptr sel,
-				 haccel__dptr n_sel, uint32_t topk, haccel__dptr bt_row,
-				 haccel__dptr region, haccel__dptr block_tables, uint32_t bt_stride,
-				 uint32_t page_tokens, float scale, haccel__dptr scratch)
-{
-	if (!o_bf)
-		return -EINVAL;
-	return sparse_mla(g, stream, o_bf, o_lat, q_lat, q_pe, T, H, dr, sel, n_sel, topk, bt_row,
-			  region, block_tables, bt_stride, page_tokens, scale, scratch);
-}

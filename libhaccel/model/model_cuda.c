@@ -653,9 +653,9 @@ static int dsa_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	TRY(join(m, NULL, s2, gm->ev_join2));
 	/* o_lat in bf16 (the value GEMM's input), from the kernel that merges
 	 * the splits. */
-	TRY(haccel__cuda_sparse_mla_bf16(g, NULL, olb, olat, qlat, qpe, T, H, dr, gm->sel,
-					 gm->n_sel, topk, btr, kv_reg, gm->bt, m->bt_stride,
-					 m->page_tokens, 1.0f / sqrtf((float)qh), gm->mla_scratch));
+	TRY(haccel__cuda_sparse_mla(g, NULL, olat, olb, qlat, qpe, T, H, dr, gm->sel, gm->n_sel,
+				    topk, btr, kv_reg, gm->bt, m->bt_stride, m->page_tokens,
+				    1.0f / sqrtf((float)qh), gm->mla_scratch));
 	/* Values: o[t][h] = W_UV[h] o_lat[t][h], then the output projection. */
 	struct haccel__gemm uv = {
 		.M = T, .N = dv, .K = R, .A = olb, .B = F(W->kv_b) + (uint64_t)dn * R * 2, .C = o,
