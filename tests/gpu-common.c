@@ -452,6 +452,38 @@ static void test_gemm_batched(void)
 	KTAP_ASSERT_EQ(haccel__gemm_run(g, NULL, &op), 0);
 	gpu_down(got, dc, (size_t)T * H * N * 4);
 	KTAP_EXPECT(gpu_close_enough("batched gemm", got, want, (size_t)T * H * N, 1e-4, 1e-4));
+
+	/* C in bf16 (c_bf16): the sums rounded, so within half a bf16 step
+	 * of the fp32 ones (at most 2^-8 of the value), plus their
+	 * tolerance; C past the window keeps its bytes. Refused with
+	 * accumulate, and by the few-row kernel. */
+	size_t nb = (size_t)T * H * N + 8;
+	uint16_t *cb = malloc(nb * 2), *c0 = malloc(nb * 2);
+	float *gf = malloc((size_t)T * H * N * 4);
+
+	KTAP_ASSERT(cb && c0 && gf);
+	for (size_t i = 0; i < nb; i++)
+		c0[i] = (uint16_t)(0x3f80 + i % 7);
+	haccel__dptr dcb = gpu_up(c0, nb * 2);
+	struct haccel__gemm ob = op;
+
+	ob.C = dcb;
+	ob.c_bf16 = 1;
+	KTAP_ASSERT_EQ(haccel__gemm_run(g, NULL, &ob), 0);
+	gpu_down(cb, dcb, nb * 2);
+	for (size_t i = 0; i < (size_t)T * H * N; i++)
+		gf[i] = haccel__bf16_to_float(cb[i]);
+	KTAP_EXPECT(gpu_close_enough("batched gemm, bf16 C", gf, want, (size_t)T * H * N, 1e-4,
+				     1.0 / 256 + 1e-4));
+	KTAP_EXPECT(!memcmp(cb + (size_t)T * H * N, c0 + (size_t)T * H * N, 16));
+	ob.accumulate = 1;
+	KTAP_EXPECT_EQ(haccel__gemm_run(g, NULL, &ob), -EINVAL);
+	ob.accumulate = 0;
+	ob.trans_b = 1;
+	ob.ldb = K;
+	ob.N = 64;
+	KTAP_EXPECT_EQ(haccel__gemm_few(g, NULL, &ob), -ENOTSUP);
+	free(cb), free(c0), free(gf);
 	free(a), free(b), free(want), free(got), free(ab), free(bb);
 	gpu_close();
 }

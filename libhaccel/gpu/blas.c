@@ -247,7 +247,8 @@ static int shape_make(struct haccel__gpu *g, const struct haccel__gemm *k, struc
 	if (!st)
 		st = layout(b, &s->lb, LT_R_16BF, k->K, k->M, k->lda, k->batch, k->stride_a);
 	if (!st)
-		st = layout(b, &s->lc, LT_R_32F, k->N, k->M, k->ldc, k->batch, k->stride_c);
+		st = layout(b, &s->lc, k->c_bf16 ? LT_R_16BF : LT_R_32F, k->N, k->M, k->ldc,
+			    k->batch, k->stride_c);
 	if (st)
 		return lt_fail(g, st, "matrix layout");
 	if (k->bias) {
@@ -271,7 +272,8 @@ static int same_shape(const struct haccel__gemm *a, const struct haccel__gemm *b
 	       a->ldb == b->ldb && a->ldc == b->ldc && a->stride_a == b->stride_a &&
 	       a->stride_b == b->stride_b && a->stride_c == b->stride_c &&
 	       (a->batch > 1 ? a->batch : 1) == (b->batch > 1 ? b->batch : 1) &&
-	       a->trans_b == b->trans_b && !a->bias == !b->bias && !a->accumulate == !b->accumulate;
+	       a->trans_b == b->trans_b && !a->bias == !b->bias && !a->accumulate == !b->accumulate &&
+	       !a->c_bf16 == !b->c_bf16;
 }
 
 /* The layouts the few-row kernels read (blas.h), whatever M. */
@@ -279,7 +281,7 @@ static bool few_layout(const struct haccel__gemm *k)
 {
 	bool batched = k->batch > 1;
 
-	return k->trans_b && k->K % 8 == 0 && k->lda % 8 == 0 && k->ldb % 8 == 0 &&
+	return k->trans_b && !k->c_bf16 && k->K % 8 == 0 && k->lda % 8 == 0 && k->ldb % 8 == 0 &&
 	       k->lda >= k->K && k->ldb >= k->K && k->ldc >= k->N && k->A % 16 == 0 &&
 	       k->B % 16 == 0 && k->C % 4 == 0 && k->bias % 4 == 0 &&
 	       (!batched || (k->stride_a % 8 == 0 && k->stride_b % 8 == 0)) &&
@@ -434,6 +436,8 @@ int haccel__gemm_lt(struct haccel__gpu *g, void *stream, const struct haccel__ge
 
 	if (!stream)
 		stream = g->stream;
+	if (op->c_bf16 && op->accumulate)
+		return haccel__fail(g->ctx, -EINVAL, "cublasLt: a bf16 C does not accumulate");
 	if (!op->M || !op->N)
 		return 0;
 	/* Loaded once, by the thread that runs the model's first GEMM (a

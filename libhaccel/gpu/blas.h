@@ -22,6 +22,9 @@
  * (trans_b = 0), rows of ldb elements; C is fp32 with rows of ldc. Batch
  * b's matrices start stride_* elements after batch b - 1's. With
  * accumulate set, C_b += that instead (cuBLASLt's beta = 1, in place).
+ * With c_bf16 set, C is bf16 instead (ldc and stride_c in its elements):
+ * the fp32 sums rounded to nearest even, by cuBLASLt only (not with
+ * accumulate; the few-row kernels refuse it).
  */
 struct haccel__gemm {
 	uint32_t M, N, K;
@@ -31,6 +34,7 @@ struct haccel__gemm {
 	uint32_t batch;        /* 0 or 1: one GEMM */
 	uint32_t trans_b;
 	uint32_t accumulate;
+	uint32_t c_bf16;
 };
 
 /* Run it on stream (NULL: g's stream): by haccel__gemm_few where it

@@ -656,15 +656,19 @@ static int dsa_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	TRY(haccel__cuda_sparse_mla(g, NULL, olat, olb, qlat, qpe, T, H, dr, gm->sel, gm->n_sel,
 				    topk, btr, kv_reg, gm->bt, m->bt_stride, m->page_tokens,
 				    1.0f / sqrtf((float)qh), gm->mla_scratch));
-	/* Values: o[t][h] = W_UV[h] o_lat[t][h], then the output projection. */
+	/* Values: o[t][h] = W_UV[h] o_lat[t][h], then the output projection.
+	 * Above 16 rows (cuBLASLt's) the GEMM writes o in bf16 itself; up to
+	 * 16 the few-row kernel writes fp32 and a conversion follows. */
+	bool uv_bf = T > 16;
 	struct haccel__gemm uv = {
-		.M = T, .N = dv, .K = R, .A = olb, .B = F(W->kv_b) + (uint64_t)dn * R * 2, .C = o,
-		.lda = (int64_t)H * R, .ldb = R, .ldc = (int64_t)H * dv,
+		.M = T, .N = dv, .K = R, .A = olb, .B = F(W->kv_b) + (uint64_t)dn * R * 2,
+		.C = uv_bf ? ob : o, .lda = (int64_t)H * R, .ldb = R, .ldc = (int64_t)H * dv,
 		.stride_a = R, .stride_b = (int64_t)(dn + dv) * R, .stride_c = dv,
-		.batch = H, .trans_b = 1,
+		.batch = H, .trans_b = 1, .c_bf16 = uv_bf,
 	};
 	TRY(haccel__gemm_run(g, NULL, &uv));
-	TRY(to_bf(gm, NULL, ob, o, (size_t)T * H * dv));
+	if (!uv_bf)
+		TRY(to_bf(gm, NULL, ob, o, (size_t)T * H * dv));
 	return out_proj(gm, f, ob, H * dv, F(W->o), D);
 }
 
@@ -749,9 +753,8 @@ static int forward(struct haccel_model *m, const struct fwd *f)
 	if (!f->R)
 		return 0;
 	TRY(haccel__cuda_gather_rows(g, NULL, gm->rows_x, hf, IN(gm, gm->o_rows), f->R, D));
-	TRY(haccel__cuda_rmsnorm(g, NULL, gm->rows_x, gm->rows_x, F(gm->w.final_norm), f->R, D,
-				 c->rms_norm_eps));
-	TRY(to_bf(gm, NULL, gm->rows_xb, gm->rows_x, (size_t)f->R * D));
+	TRY(haccel__cuda_rmsnorm_bf16(g, NULL, gm->rows_xb, gm->rows_x, F(gm->w.final_norm), f->R,
+				      D, c->rms_norm_eps));
 	return haccel__cuda_linear(g, NULL, gm->logits, gm->rows_xb, D, F(gm->w.lm_head), 0, f->R,
 				   c->vocab_size, D);
 }
