@@ -2360,7 +2360,9 @@ haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q
 /* ------------------------------------------------------------------------ */
 /* Sparse MLA for 16 heads, warp-specialized                                */
 
-#define DSA_WS_THREADS 256      /* two warpgroups */
+#define DSA_WS_THREADS 384      /* three warpgroups */
+#define DSA_WS_REGS 224         /* registers a thread of the two that compute */
+#define DSA_WS_REGS_COPY 56     /* and of the one that copies: 64512 in all */
 #define DSA_WS_NST 4            /* record buffers */
 #define DSA_WS_STAGE 41984      /* a buffer: codes 32768, rope 8192, scales 1024 */
 #define DSA_WS_MISC 1376        /* shared bytes between the buffers and the slots */
@@ -2585,14 +2587,18 @@ __device__ __forceinline__ void dsa_ws_issue(uint8_t *codes, const uint32_t *slo
  *    kept a thread and summed at the end), and P times each latent tile's
  *    factor into one of two P buffers, with alpha and Enew beside it;
  *  - warpgroup 1 rescales O and adds V^T P^T for all 512 dims (8 blocks
- *    of 64, O^T in its registers), one or two tiles behind warpgroup 0,
- *    then copies tile it + 4 into the buffer of the tile it has finished
- *    (cp.async; 4 buffers, each one's arrival counted by an mbarrier,
- *    warpgroup 0's release of it by another).
- * Each warpgroup issues its MMAs in pairs of register sets, so one set's
- * conversions run while the other's MMAs do. (Copies issued by warps of
- * their own could not be added: a 10-warp block puts 3 warps on one of
- * the SM's 4 register files, 168 registers each at most.)
+ *    of 64, O^T in its registers), one or two tiles behind warpgroup 0;
+ *  - warpgroup 2 finds the split's slots, then copies tile it into a
+ *    buffer once warpgroups 0 and 1 are done with tile it - 4 (cp.async;
+ *    4 buffers, each one's arrival counted by an mbarrier, its release by
+ *    the two others by another).
+ * Each computing warpgroup issues its MMAs in pairs of register sets, so
+ * one set's conversions run while the other's MMAs do. The block starts
+ * at 168 registers a thread (384 threads, one block an SM); the copying
+ * warpgroup gives registers back (DSA_WS_REGS_COPY) and the two others
+ * take them (DSA_WS_REGS). With the copies on warpgroup 1 their issue
+ * held up its O: a tile took about 4,270 cycles at batch 64 against
+ * 3,620 with a warpgroup of their own (clock probes, an H200).
  *
  * Shared memory (1024-byte aligned; ops_dsa.c computes the same size):
  * queries [8][32][128 bytes], q_pe [32][128 bytes], P [2][4][16][128
@@ -2632,15 +2638,10 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 
 	float qv[2][18];
 
-	/* The queries into registers first (their loads then do not queue
-	 * behind the records'), the split's slots, the barriers. */
-	dsa_mla_qload<2>(qv, q_lat, q_pe, t, H, h0, dr);
-	dsa_mla_slots(slots, sel + (size_t)t * topk + j0,
-		      block_tables + (size_t)bt_row[t] * bt_stride, nrec, pt);
 	if (tid == 0) {
 		for (uint32_t i = 0; i < NST; i++) {
 			dsa_mbar_init(&full[i], 128);
-			dsa_mbar_init(&empty[i], 4);
+			dsa_mbar_init(&empty[i], 8);
 		}
 		for (uint32_t i = 0; i < 2; i++) {
 			dsa_mbar_init(&pfull[i], 128);
@@ -2648,13 +2649,34 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 		}
 	}
 	__syncthreads();
-	/* Warpgroup 1 copies the first NST tiles, then each one after the
-	 * tile it has just finished (its buffer, once warpgroup 0 is done
-	 * with it too). */
-	if (warp >= 4)
-		for (uint32_t i = 0; i < NST && i < ntile; i++)
-			dsa_ws_issue(stg + i * DSA_WS_STAGE, slots, i * DSA_MLA_L, nrec, region, rec,
-				     wq, lane, &full[i]);
+	if (warp >= 8) {
+		/* Warpgroup 2: the split's slots, then the copies of each tile
+		 * into its buffer once both warpgroups are done with the tile
+		 * NST before it. */
+		hac_setmaxnreg_dec<DSA_WS_REGS_COPY>();
+		const int32_t *st = sel + (size_t)t * topk + j0;
+		const uint32_t *bt = block_tables + (size_t)bt_row[t] * bt_stride;
+
+		for (uint32_t j = tid - 256; j < nrec; j += 128) {
+			int32_t p = st[j];
+			uint32_t up = p < 0 ? 0 : (uint32_t)p;
+
+			slots[j] = __ldg(&bt[up / pt]) * pt + up % pt;
+		}
+		dsa_bar(3, 128);
+		for (uint32_t it = 0; it < ntile; it++) {
+			uint32_t s = it % NST;
+
+			if (it >= NST)
+				dsa_mbar_wait(&empty[s], (it / NST - 1) & 1);
+			dsa_ws_issue(stg + s * DSA_WS_STAGE, slots, it * DSA_MLA_L, nrec, region,
+				     rec, wq, lane, &full[s]);
+		}
+		dsa_cp_wait<0>();
+		return;
+	}
+	hac_setmaxnreg_inc<DSA_WS_REGS>();
+	dsa_mla_qload<2>(qv, q_lat, q_pe, t, H, h0, dr);
 	dsa_mla_qstore<2, true>(qb, qpb, kq, m_fin, l_fin, qv, HG);
 	hac_fence_async();
 	dsa_bar(1, 256);
@@ -2980,18 +3002,14 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 		for (int k = 0; k < 8; k++)
 			hac_wg_hold<8>(o[k]);
 		__syncwarp();
-		if (lane == 0)
+		if (lane == 0) {
 			dsa_mbar_arrive(&pempty[b]);
+			dsa_mbar_arrive(&empty[s]);
+		}
 #pragma unroll
 		for (int tau = 0; tau < 4; tau++)
 			eref[tau] = enew[tau];
-		if (it + NST < ntile) {
-			dsa_mbar_wait(&empty[s], (it / NST) & 1);
-			dsa_ws_issue(stg + s * DSA_WS_STAGE, slots, (it + NST) * DSA_MLA_L, nrec,
-				     region, rec, wq, lane, &full[s]);
-		}
 	}
-	dsa_cp_wait<0>();
 	dsa_bar(1, 256);
 	/* O / l to o_lat with one split, else O to the partials */
 	float fo[4];

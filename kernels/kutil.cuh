@@ -156,6 +156,22 @@ template <int N> __device__ __forceinline__ void hac_wg_hold_a(uint32_t (*a)[4])
 		asm volatile("" : "+r"(a[i][0]), "+r"(a[i][1]), "+r"(a[i][2]), "+r"(a[i][3])::"memory");
 }
 
+/*
+ * Per-warpgroup register counts (sm_90a): a block launched at the even
+ * share of the register file moves registers from a warpgroup that needs
+ * few (dec) to those that need many (inc, which waits until the registers
+ * are free). All warps of a warpgroup execute it; N is a multiple of 8.
+ */
+template <int N> __device__ __forceinline__ void hac_setmaxnreg_dec(void)
+{
+	asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N) : "memory");
+}
+
+template <int N> __device__ __forceinline__ void hac_setmaxnreg_inc(void)
+{
+	asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N) : "memory");
+}
+
 /* Shared-memory stores of this thread visible to the MMA's reads. */
 __device__ __forceinline__ void hac_fence_async(void)
 {

@@ -411,8 +411,9 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 	ret = smem_attr(g, fn, smem);
 	if (ret)
 		return ret;
-	ret = HACCEL__LAUNCH(g, fn, (uint32_t)blocks, 1, 1, 256, 1, 1, smem, stream, &o_lat,
-			     &scratch, &q_lat, &q_pe, &H, &dr, &sel, &n_sel, &topk, &bt_row,
+	/* h16w: two warpgroups compute, a third copies (DSA_WS_THREADS) */
+	ret = HACCEL__LAUNCH(g, fn, (uint32_t)blocks, 1, 1, ws ? 384 : 256, 1, 1, smem, stream,
+			     &o_lat, &scratch, &q_lat, &q_pe, &H, &dr, &sel, &n_sel, &topk, &bt_row,
 			     &region, &block_tables, &bt_stride, &page_tokens, &scale, &n_split,
 			     &tps, &n_hg);
 	if (!ret && n_split == 1 && o_bf)
