@@ -526,83 +526,12 @@ struct dsa_sel_shared {
 };
 
 /*
- * The k-th largest of the N keys of keys (shared or global memory), 1 <= k
- * <= N, by a radix select of 8 bits a pass that stops once a bin holds
- * exactly the entries still wanted: *prefix and *mask get the bits found,
- * *need how many of the keys with (key & mask) == prefix belong to the k
- * best (the first ones: ties go to the smaller index). k == N gives mask 0
- * and need N. Every thread of the block calls it and gets the same values.
- */
-__device__ void dsa_kth(const uint32_t *keys, uint32_t N, uint32_t k, uint32_t *hist,
-			struct dsa_sel_shared *sh, uint32_t *prefix_out, uint32_t *mask_out,
-			uint32_t *need_out)
-{
-	uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nthr = blockDim.x;
-	uint32_t prefix = 0, mask = 0, need = k;
-
-	if (k < N) {
-		for (int shift = 24; shift >= 0; shift -= 8) {
-			for (uint32_t i = tid; i < 256; i += nthr)
-				hist[i] = 0;
-			__syncthreads();
-			for (uint32_t base = 0; base < N; base += nthr) {
-				uint32_t i = base + tid, key = i < N ? keys[i] : 0;
-				bool ok = i < N && (key & mask) == prefix;
-				uint32_t digit = (key >> shift) & 255;
-				/* Scores crowd into few bins: one atomic per
-				 * group of equal digits. */
-				uint32_t peers = __match_any_sync(0xffffffffu, ok ? digit : 256u);
-
-				if (ok && lane == (uint32_t)__ffs(peers) - 1)
-					atomicAdd(&hist[digit], (uint32_t)__popc(peers));
-			}
-			__syncthreads();
-			if (warp == 0) {
-				uint32_t c[8], s = 0, incl, above;
-
-				for (int j = 0; j < 8; j++) {
-					c[j] = hist[8 * lane + j];
-					s += c[j];
-				}
-				incl = s;
-				for (int o = 1; o < 32; o <<= 1) {
-					uint32_t v = __shfl_down_sync(0xffffffffu, incl, o);
-
-					if (lane + o < 32)
-						incl += v;
-				}
-				above = incl - s;
-				if (above < need && need <= incl)
-					for (int j = 7; j >= 0; j--) {
-						if (need <= above + c[j]) {
-							sh->digit = 8 * lane + j;
-							sh->remain = need - above;
-							sh->done = c[j] == need - above;
-							break;
-						}
-						above += c[j];
-					}
-			}
-			__syncthreads();
-			prefix |= sh->digit << shift;
-			mask |= 255u << shift;
-			need = sh->remain;
-			if (sh->done)
-				break;
-		}
-	}
-	*prefix_out = prefix;
-	*mask_out = mask;
-	*need_out = need;
-}
-
-/*
  * The k best of keys[0..N) as dsa_kth found them (every key with (key &
  * mask) > prefix, and the first need with (key & mask) == prefix), in
  * input order: emit(o, i) for the o-th of them, input index i. Each warp
  * takes a contiguous range and counts with ballots. Every thread of the
- * block calls it; sh's counts may be reused after the next
- * __syncthreads.
+ * block (at most 32 warps) calls it; sh's counts may be reused after
+ * the next __syncthreads.
  */
 template <typename F>
 __device__ __forceinline__ void dsa_emit(const uint32_t *keys, uint32_t N, uint32_t prefix,
@@ -625,13 +554,16 @@ __device__ __forceinline__ void dsa_emit(const uint32_t *keys, uint32_t N, uint3
 		sh->cnt_eq[warp] = eq;
 	}
 	__syncthreads();
-	uint32_t eq_before = 0, out = 0;
-	for (uint32_t w = 0; w < warp; w++) {
-		uint32_t e = sh->cnt_eq[w];
+	/* The warps before this one: their keys above the k-th's bin, and
+	 * of the tied ones the first need (so min(their ties, need)). */
+	uint32_t eq_before = lane < warp ? sh->cnt_eq[lane] : 0;
+	uint32_t out = lane < warp ? sh->cnt_gt[lane] : 0;
 
-		out += sh->cnt_gt[w] + (need > eq_before ? dsa_minu(e, need - eq_before) : 0);
-		eq_before += e;
+	for (int o = 16; o > 0; o >>= 1) {
+		eq_before += __shfl_xor_sync(0xffffffffu, eq_before, o);
+		out += __shfl_xor_sync(0xffffffffu, out, o);
 	}
+	out += dsa_minu(eq_before, need);
 	for (uint32_t base = r0; base < r1; base += 32) {
 		uint32_t i = base + lane, key = i < r1 ? keys[i] & mask : 0;
 		bool g = i < r1 && key > prefix, e = i < r1 && key == prefix;
@@ -1005,16 +937,28 @@ haccel_dsa_ix_score(uint32_t *keys, uint32_t stride, const uint8_t *qp, uint32_t
 	dsa_cp_wait<0>();
 }
 
+/* hist[digit] += 1 for the lanes with ok, one atomic per group of lanes
+ * with equal digits (scores crowd into few bins). */
+__device__ __forceinline__ void dsa_ix_count(uint32_t *hist, bool ok, uint32_t digit)
+{
+	uint32_t peers = __match_any_sync(0xffffffffu, ok ? digit : 0xffffffffu);
+
+	if (ok && (threadIdx.x & 31) == (uint32_t)__ffs(peers) - 1)
+		atomicAdd(&hist[digit], (uint32_t)__popc(peers));
+}
+
 /*
  * The digit d of a 2048-bin histogram (1024 threads, two bins each) with
- * sum_{b > d} hist[b] < need <= sum_{b >= d} hist[b]: sh->digit, and in
- * sh->remain the count strictly above it. need <= the histogram's total.
+ * sum_{b > d} hist[b] < need <= sum_{b >= d} hist[b]: sh->digit, in
+ * sh->remain the count strictly above it, sh->done whether the bin holds
+ * exactly the need - remain keys still wanted. need <= the histogram's
+ * total.
  */
 __device__ void dsa_ix_thresh(const uint32_t *hist, uint32_t need, uint32_t *wsum,
 			      struct dsa_sel_shared *sh)
 {
 	uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-	uint32_t h0 = hist[2 * tid], h1 = hist[2 * tid + 1], v = h0 + h1, incl = v, above = 0;
+	uint32_t h0 = hist[2 * tid], h1 = hist[2 * tid + 1], v = h0 + h1, incl = v, above;
 
 	/* inclusive suffix sums: this thread's bins and every higher one */
 	for (int o = 1; o < 32; o <<= 1) {
@@ -1023,19 +967,66 @@ __device__ void dsa_ix_thresh(const uint32_t *hist, uint32_t need, uint32_t *wsu
 		if (lane + o < 32)
 			incl += x;
 	}
+	__syncthreads(); /* wsum may still be read by an earlier caller */
 	if (lane == 0)
 		wsum[warp] = incl;
 	__syncthreads();
-	for (uint32_t w = warp + 1; w < 32; w++)
-		above += wsum[w];
+	/* the bins of the warps above this one */
+	above = lane > warp ? wsum[lane] : 0;
+	for (int o = 16; o > 0; o >>= 1)
+		above += __shfl_xor_sync(0xffffffffu, above, o);
 	above += incl - v;
 	if (above < need && need <= above + v) {
 		bool hi = need <= above + h1;
 
 		sh->digit = hi ? 2 * tid + 1 : 2 * tid;
 		sh->remain = hi ? above : above + h1;
+		sh->done = (hi ? h1 : h0) == need - sh->remain;
 	}
 	__syncthreads();
+}
+
+/*
+ * The k-th largest of the N keys of keys (shared or global memory), 1 <= k
+ * <= N, by a radix select of 11, 11 and 10 bits a pass (a block of 1024
+ * threads, a histogram of DSA_IX_BINS words, 32 words of wsum) that stops
+ * once a bin holds exactly the entries still wanted: *prefix and *mask get
+ * the bits found, *need how many of the keys with (key & mask) == prefix
+ * belong to the k best (the first ones: ties go to the smaller index).
+ * k == N gives mask 0 and need N. Every thread of the block calls it and
+ * gets the same values.
+ */
+__device__ void dsa_kth(const uint32_t *keys, uint32_t N, uint32_t k, uint32_t *hist,
+			uint32_t *wsum, struct dsa_sel_shared *sh, uint32_t *prefix_out,
+			uint32_t *mask_out, uint32_t *need_out)
+{
+	uint32_t tid = threadIdx.x, prefix = 0, mask = 0, need = k;
+
+	if (k < N) {
+		for (int shift = 21; shift >= 0; shift -= shift > 10 ? 11 : 10) {
+			uint32_t bits = shift ? 2047u : 1023u;
+
+			for (uint32_t i = tid; i < DSA_IX_BINS; i += DSA_IX_TK_THREADS)
+				hist[i] = 0;
+			__syncthreads();
+			for (uint32_t base = 0; base < N; base += DSA_IX_TK_THREADS) {
+				uint32_t i = base + tid, key = i < N ? keys[i] : 0;
+				bool ok = i < N && (key & mask) == prefix;
+
+				dsa_ix_count(hist, ok, (key >> shift) & bits);
+			}
+			__syncthreads();
+			dsa_ix_thresh(hist, need, wsum, sh);
+			prefix |= sh->digit << shift;
+			mask |= bits << shift;
+			need -= sh->remain;
+			if (sh->done)
+				break;
+		}
+	}
+	*prefix_out = prefix;
+	*mask_out = mask;
+	*need_out = need;
 }
 
 /*
@@ -1086,16 +1077,6 @@ __device__ __forceinline__ void dsa_ix_rowkeys(const uint32_t *row, uint32_t n, 
 		f(u.z, p + 2, (m & 4) != 0);
 		f(u.w, p + 3, (m & 8) != 0);
 	});
-}
-
-/* hist[digit] += 1 for the lanes with ok, one atomic per group of lanes
- * with equal digits (scores crowd into few bins). */
-__device__ __forceinline__ void dsa_ix_count(uint32_t *hist, bool ok, uint32_t digit)
-{
-	uint32_t peers = __match_any_sync(0xffffffffu, ok ? digit : 0xffffffffu);
-
-	if (ok && (threadIdx.x & 31) == (uint32_t)__ffs(peers) - 1)
-		atomicAdd(&hist[digit], (uint32_t)__popc(peers));
 }
 
 /* The exclusive prefix sum of v over the threads of the block (1024), in
@@ -1193,7 +1174,7 @@ haccel_dsa_ix_topk(int32_t *sel, uint32_t *n_sel, const uint32_t *keys, uint32_t
 
 		gk[tid] = __ldcg(&row[(uint64_t)tid * n / 1024]);
 		__syncthreads();
-		dsa_kth(gk, 1024, idx + 1, hist, sh, &lo, &mask, &need);
+		dsa_kth(gk, 1024, idx + 1, hist, wsum, sh, &lo, &mask, &need);
 	}
 	/* Where this warp's keys >= lo go: in row order, so the gather
 	 * needs no atomics. */
@@ -1249,11 +1230,11 @@ haccel_dsa_ix_topk(int32_t *sel, uint32_t *n_sel, const uint32_t *keys, uint32_t
 			}
 		});
 		__syncthreads();
-		dsa_kth(gk, total, k, hist, sh, &prefix, &mask, &need);
+		dsa_kth(gk, total, k, hist, wsum, sh, &prefix, &mask, &need);
 		dsa_emit(gk, total, prefix, mask, need, sh,
 			 [&](uint32_t o, uint32_t i) { srow[o] = (int32_t)gp[i]; });
 	} else {
-		dsa_kth(row, n, k, hist, sh, &prefix, &mask, &need);
+		dsa_kth(row, n, k, hist, wsum, sh, &prefix, &mask, &need);
 		dsa_emit(row, n, prefix, mask, need, sh,
 			 [&](uint32_t o, uint32_t i) { srow[o] = (int32_t)i; });
 	}
