@@ -967,7 +967,8 @@ __device__ void dsa_ix_thresh(const uint32_t *hist, uint32_t need, uint32_t *wsu
 		if (lane + o < 32)
 			incl += x;
 	}
-	__syncthreads(); /* wsum may still be read by an earlier caller */
+	/* Every caller has synchronized since wsum was last read (after
+	 * filling hist). */
 	if (lane == 0)
 		wsum[warp] = incl;
 	__syncthreads();
