@@ -2045,6 +2045,18 @@ __device__ __forceinline__ void dsa_m16_store(float *o_lat, float *part, const f
 	}
 }
 
+/* The sparse MLA kernels' parameters (haccel__cuda_sparse_mla passes them
+ * in this order) and their names as arguments. */
+#define DSA_MLA_PARAMS                                                                     \
+	float *o_lat, float *part, const float *q_lat, const float *q_pe, uint32_t H,       \
+		uint32_t dr, const int32_t *sel, const uint32_t *n_sel, uint32_t topk,      \
+		const uint32_t *bt_row, const uint8_t *region, const uint32_t *block_tables, \
+		uint32_t bt_stride, uint32_t pt, float scale, uint32_t n_split, uint32_t tps, \
+		uint32_t n_hg
+#define DSA_MLA_ARGS                                                                       \
+	o_lat, part, q_lat, q_pe, H, dr, sel, n_sel, topk, bt_row, region, block_tables,    \
+		bt_stride, pt, scale, n_split, tps, n_hg
+
 /*
  * Sparse MLA for a group of 16 heads on the warpgroup MMA: block (split,
  * token), two warpgroups, one block an SM, many tiles a split (ops_dsa.c,
@@ -2084,11 +2096,7 @@ __device__ __forceinline__ void dsa_m16_store(float *o_lat, float *part, const f
  * m/l/alpha/kq per head, 8 warp maxima, the split's slots.
  */
 HACCEL_K void __launch_bounds__(DSA_MLA_THREADS, 1)
-haccel_dsa_mla_h16(float *o_lat, float *part, const float *q_lat, const float *q_pe, uint32_t H,
-		   uint32_t dr, const int32_t *sel, const uint32_t *n_sel, uint32_t topk,
-		   const uint32_t *bt_row, const uint8_t *region, const uint32_t *block_tables,
-		   uint32_t bt_stride, uint32_t pt, float scale, uint32_t n_split, uint32_t tps,
-		   uint32_t n_hg)
+haccel_dsa_mla_h16(DSA_MLA_PARAMS)
 {
 	HAC_PDL();
 	const uint32_t HG = 16, NST = DSA_M16_NST;
@@ -2557,6 +2565,103 @@ __device__ __forceinline__ void dsa_ws_issue(uint8_t *codes, const uint32_t *slo
 	dsa_cp_arrive(bar);
 }
 
+#define DSA_WS_OROW 516         /* floats a head's row of O in the cluster merge */
+
+/*
+ * The splits of one token merged within their cluster (n = n_split <= 8
+ * blocks, rank = split), in place of haccel_dsa_mla_combine and with the
+ * same arithmetic in the same order, so the same bits: each block's O (fp32,
+ * scaled by its factors, not by 1/l) is in ob, its m (base 2) and l in m_fin
+ * and l_fin; after a cluster barrier, every block reads the splits' (m, l)
+ * of the 16 heads and merges its share of the (head, 4 dims) units from the
+ * splits' ob, in split order, to o_bf (bf16) or else o_lat. A second barrier
+ * keeps each block's shared memory until the others have read it. Threads
+ * 0-255 (the two warpgroups that compute); the third only meets the two
+ * barriers (dsa_ws_cbar).
+ */
+/* A merged (token, head)'s 4 dims from at: acc / L (0 where L is 0), to
+ * o_bf rounded as haccel_to_bf16 rounds, else to o_lat. */
+__device__ __forceinline__ void dsa_mla_put4(float *o_lat, uint16_t *o_bf, size_t at,
+					     const float *acc, float L)
+{
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		float v = L != 0.0f ? acc[k] / L : 0.0f;
+
+		if (o_bf)
+			o_bf[at + k] = hac_bf16_from_float(v);
+		else
+			o_lat[at + k] = v;
+	}
+}
+
+__device__ __forceinline__ void dsa_ws_cbar(void)
+{
+	cooperative_groups::this_cluster().sync();
+}
+
+__device__ __forceinline__ void dsa_ws_cmerge(const float *ob, const float *m_fin,
+					      const float *l_fin, float *wsm, uint32_t n,
+					      float *o_lat, uint16_t *o_bf, uint32_t t, uint32_t H,
+					      uint32_t h0)
+{
+	cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+	uint32_t tid = threadIdx.x, rank = cl.block_rank();
+	float *wgt = wsm, *lsp = wsm + 128, *lt = wsm + 256;
+
+	cl.sync();
+	if (tid < 16) {
+		float ms[8], ls[8], M = -INFINITY, L = 0.0f;
+
+#pragma unroll
+		for (uint32_t s = 0; s < 8; s++)
+			if (s < n) {
+				ms[s] = cl.map_shared_rank(m_fin, s)[tid] * 0.693147180559945309f;
+				ls[s] = cl.map_shared_rank(l_fin, s)[tid];
+			}
+#pragma unroll
+		for (uint32_t s = 0; s < 8; s++)
+			if (s < n && ls[s] != 0.0f)
+				M = fmaxf(M, ms[s]);
+#pragma unroll
+		for (uint32_t s = 0; s < 8; s++)
+			if (s < n) {
+				float w = ls[s] != 0.0f ? expf(ms[s] - M) : 0.0f;
+
+				wgt[tid * 8 + s] = w;
+				lsp[tid * 8 + s] = ls[s];
+				if (ls[s] != 0.0f)
+					L += w * ls[s];
+			}
+		lt[tid] = L;
+	}
+	dsa_bar(1, 256);
+	for (uint32_t u = rank * 2048 / n + tid; u < (rank + 1) * 2048 / n; u += 256) {
+		uint32_t h = u >> 7, d = (u & 127) * 4;
+		float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f }, L = lt[h];
+
+		for (uint32_t s = 0; s < n; s++) {
+			float w = wgt[h * 8 + s];
+
+			if (lsp[h * 8 + s] == 0.0f)
+				continue;
+			const float4 p =
+				*(const float4 *)(cl.map_shared_rank(ob, s) + h * DSA_WS_OROW + d);
+
+			acc[0] += w * p.x;
+			acc[1] += w * p.y;
+			acc[2] += w * p.z;
+			acc[3] += w * p.w;
+		}
+		if (h0 + h >= H)
+			continue;
+		size_t at = ((size_t)t * H + h0 + h) * 512 + d;
+
+		dsa_mla_put4(o_lat, o_bf, at, acc, L);
+	}
+	cl.sync();
+}
+
 /*
  * The same sparse MLA as haccel_dsa_mla_h16 (the same products, the same
  * roundings, in another order of the sums), with its work split by role
@@ -2588,14 +2693,9 @@ __device__ __forceinline__ void dsa_ws_issue(uint8_t *codes, const uint32_t *slo
  * [64][16 bytes], then DSA_WS_MISC bytes (alpha and Enew a P buffer, the
  * warps' maxima, l, m, kq, 12 mbarriers), the split's slots.
  */
-HACCEL_K void __launch_bounds__(DSA_WS_THREADS, 1)
-haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *q_pe, uint32_t H,
-		    uint32_t dr, const int32_t *sel, const uint32_t *n_sel, uint32_t topk,
-		    const uint32_t *bt_row, const uint8_t *region, const uint32_t *block_tables,
-		    uint32_t bt_stride, uint32_t pt, float scale, uint32_t n_split, uint32_t tps,
-		    uint32_t n_hg)
+template <bool CM>
+__device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 {
-	HAC_PDL();
 	const uint32_t HG = 16, NST = DSA_WS_NST;
 	uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
 	uint32_t wq = warp & 3;
@@ -2655,6 +2755,10 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 				     rec, wq, lane, &full[s]);
 		}
 		dsa_cp_wait<0>();
+		if (CM) {
+			dsa_ws_cbar();
+			dsa_ws_cbar();
+		}
 		return;
 	}
 	hac_setmaxnreg_inc<DSA_WS_REGS>();
@@ -2916,6 +3020,12 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 				l_fin[h] = v.x + v.y + v.z + v.w;
 			}
 		dsa_bar(1, 256);
+		if (CM) {
+			dsa_ws_cmerge((const float *)stg, m_fin, l_fin,
+				      (float *)(stg + HG * DSA_WS_OROW * 4), n_split, o_lat, o_bf, t,
+				      H, h0);
+			return;
+		}
 		if (n_split > 1 && tid < HG && h0 + tid < H) {
 			float *ml = part + (size_t)(gridDim.x / n_hg) * H * 512 +
 				    (((size_t)t * n_split + split) * H + h0 + tid) * 2;
@@ -2999,19 +3109,54 @@ haccel_dsa_mla_h16w(float *o_lat, float *part, const float *q_lat, const float *
 #pragma unroll
 	for (int tau = 0; tau < 4; tau++)
 		fo[tau] = dsa_pow2c(eref[tau] - 15);
+	if (CM) {
+		/* O as dsa_m16_store writes a split's partial (heads in rows of
+		 * DSA_WS_OROW: a half-warp's float2 stores meet no bank twice) */
+		float *ob = (float *)stg;
+
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			uint32_t h = 8 * (i >> 1) + 2 * c + (i & 1);
+
+#pragma unroll
+			for (int k = 0; k < 8; k++) {
+				uint32_t d = k * 64 + 16 * wq + 2 * g;
+				float f = fo[k >> 1];
+
+				*(float2 *)(ob + h * DSA_WS_OROW + d) =
+					make_float2(o[k][4 * (i >> 1) + (i & 1)] * f,
+						    o[k][4 * (i >> 1) + 2 + (i & 1)] * f);
+			}
+		}
+		dsa_ws_cmerge(ob, m_fin, l_fin, (float *)(stg + HG * DSA_WS_OROW * 4), n_split,
+			      o_lat, o_bf, t, H, h0);
+		return;
+	}
 	dsa_m16_store<8>(o_lat, part, o, fo, l_fin, t, H, h0, n_split, split, nrec, 0);
 }
 
-HACCEL_K void __launch_bounds__(DSA_MLA_THREADS, 1)
-haccel_dsa_mla_h32(float *o_lat, float *part, const float *q_lat, const float *q_pe, uint32_t H,
-		   uint32_t dr, const int32_t *sel, const uint32_t *n_sel, uint32_t topk,
-		   const uint32_t *bt_row, const uint8_t *region, const uint32_t *block_tables,
-		   uint32_t bt_stride, uint32_t pt, float scale, uint32_t n_split, uint32_t tps,
-		   uint32_t n_hg)
+/* The kernels: h16wc merges the splits of a token within its cluster
+ * (launched in clusters of n_split blocks; o_bf as for the combine), so
+ * that h16w keeps none of that code and its registers. */
+HACCEL_K void __launch_bounds__(DSA_WS_THREADS, 1)
+haccel_dsa_mla_h16w(DSA_MLA_PARAMS)
 {
 	HAC_PDL();
-	dsa_mla<2>(o_lat, part, q_lat, q_pe, H, dr, sel, n_sel, topk, bt_row, region, block_tables,
-		   bt_stride, pt, scale, n_split, tps, n_hg);
+	dsa_mla_h16w<false>(DSA_MLA_ARGS, NULL);
+}
+
+HACCEL_K void __launch_bounds__(DSA_WS_THREADS, 1)
+haccel_dsa_mla_h16wc(DSA_MLA_PARAMS, uint16_t *o_bf)
+{
+	HAC_PDL();
+	dsa_mla_h16w<true>(DSA_MLA_ARGS, o_bf);
+}
+
+HACCEL_K void __launch_bounds__(DSA_MLA_THREADS, 1)
+haccel_dsa_mla_h32(DSA_MLA_PARAMS)
+{
+	HAC_PDL();
+	dsa_mla<2>(DSA_MLA_ARGS);
 }
 
 /*
@@ -3068,12 +3213,5 @@ HACCEL_K void haccel_dsa_mla_combine(float *o_lat, const float *part, uint32_t T
 	}
 	size_t at = ((size_t)t * H + h) * 512 + d;
 
-	for (int k = 0; k < 4; k++) {
-		float v = L != 0.0f ? acc[k] / L : 0.0f;
-
-		if (o_bf)
-			o_bf[at + k] = hac_bf16_from_float(v);
-		else
-			o_lat[at + k] = v;
-	}
+	dsa_mla_put4(o_lat, o_bf, at, acc, L);
 }

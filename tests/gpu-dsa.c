@@ -901,7 +901,9 @@ struct mla_cfg {
  * probabilities to fp16 (relative 2^-12) and keep about 22 bits of the
  * queries (fp16 hi + lo; the latent codes are exact), which moves a weight
  * by about 2^-12: errors of a few 1e-4 at most on these inputs, so 2e-3
- * leaves a margin of several times. n_sel = 0 must give exact zeros. The
+ * leaves a margin of several times. n_sel = 0 must give exact zeros.
+ * Where the splits merge in clusters, the combine kernel's merge
+ * (HACCEL_MLA_MERGE=kernel) must give the same bits. The
  * configurations cover both kernels (16-head groups: H <= 16; 32-head
  * groups above), one split and many, and partial last tiles.
  */
@@ -968,13 +970,39 @@ static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c)
 	size_t sb = haccel__cuda_sparse_mla_scratch(T, H, topk);
 	haccel__dptr dscr = gpu_alloc(sb);
 
-	ktap_diag("sparse MLA%s: H %u dr %u T %u topk %u page_tokens %u scale %g scratch %zu",
+	int cm = haccel__cuda_sparse_mla_cluster(g, T, H, topk);
+
+	ktap_diag("sparse MLA%s: H %u dr %u T %u topk %u page_tokens %u scale %g scratch %zu, "
+		  "%u splits%s",
 		  H > 16 ? "" : g->sparse_mla == 1 ? " (16-head mma kernel)" : " (16-head ws kernel)",
-		  H, dr, T, topk, c->P, (double)c->scale, sb);
+		  H, dr, T, topk, c->P, (double)c->scale, sb,
+		  haccel__cuda_sparse_mla_splits(T, H, topk), cm ? " merged in clusters" : "");
 	KTAP_ASSERT_EQ(haccel__cuda_sparse_mla(g, NULL, dout, 0, dql, dqp, T, H, dr, dsel, dn, topk,
 					       drow, dreg, dbt, pg.stride, pg.P, c->scale, dscr),
 		       0);
 	gpu_down(got, dout, (size_t)T * H * 512 * 4);
+	/* Merged in the cluster, the bits of the combine kernel's merge. */
+	if (cm) {
+		float *alt = xmalloc((size_t)T * H * 512 * sizeof(float));
+		size_t off = 0;
+
+		g->mla_merge = 1;
+		CHECK(!haccel__cuda_sparse_mla_cluster(g, T, H, topk), "%s",
+		      "HACCEL_MLA_MERGE=kernel");
+		KTAP_ASSERT_EQ(haccel__cuda_sparse_mla(g, NULL, dout, 0, dql, dqp, T, H, dr, dsel,
+						       dn, topk, drow, dreg, dbt, pg.stride, pg.P,
+						       c->scale, dscr),
+			       0);
+		g->mla_merge = 0;
+		gpu_down(alt, dout, (size_t)T * H * 512 * 4);
+		while (off < (size_t)T * H * 512 && !memcmp(&alt[off], &got[off], 4))
+			off++;
+		CHECK(off == (size_t)T * H * 512,
+		      "the cluster's merge differs from the combine kernel's at %zu: %a against %a",
+		      off, off < (size_t)T * H * 512 ? (double)got[off] : 0.0,
+		      off < (size_t)T * H * 512 ? (double)alt[off] : 0.0);
+		free(alt);
+	}
 	for (uint32_t t = 0; t < T; t++) {
 		haccel__cpu_sparse_mla(want, ql + (size_t)t * H * 512, qp + (size_t)t * H * dr, 1,
 				       H, dr, sel + (size_t)t * topk, &n_sel[t], topk, region,
@@ -1064,6 +1092,11 @@ static void test_sparse_mla(void)
 		 * list and shared memory) and splits of one tile */
 		{ 16, 64, 140, 2048, 64, 0.0721688f },
 		{ 16, 64, 2, 2048, 64, 0.0721688f },
+		/* the ws kernel's splits merged in clusters of 8, 4 and 2
+		 * (T = 16, 32, 64 on 132 SMs), fewer than 16 heads */
+		{ 16, 64, 16, 2048, 64, 0.0721688f },
+		{ 8, 64, 32, 2048, 64, 0.0721688f },
+		{ 16, 64, 64, 2048, 64, 0.0721688f },
 	};
 	int keep = g->sparse_mla;
 
@@ -1076,6 +1109,9 @@ static void test_sparse_mla(void)
 		}
 	}
 	g->sparse_mla = keep;
+	ktap_diag("h16w clusters resident at once, by size 2-8 (0: not asked): %d %d %d %d %d %d %d",
+		  g->max_clusters[2], g->max_clusters[3], g->max_clusters[4], g->max_clusters[5],
+		  g->max_clusters[6], g->max_clusters[7], g->max_clusters[8]);
 	gpu_close();
 }
 

@@ -59,6 +59,7 @@ struct haccel__cu_access_desc {     /* CUmemAccessDesc */
 };
 
 /* CUlaunchAttribute and CUlaunchConfig (cuLaunchKernelEx, CUDA 11.8+) */
+#define HACCEL__CU_LAUNCH_ATTR_CLUSTER_DIMENSION 4
 #define HACCEL__CU_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION 6
 
 struct haccel__cu_launch_attr {
@@ -67,6 +68,9 @@ struct haccel__cu_launch_attr {
 	union {
 		char pad[64];
 		int i;
+		struct {
+			unsigned int x, y, z;
+		} dim;
 	} value;
 };
 

@@ -56,6 +56,7 @@ HACCEL__CUDA_FN(int, ModuleGetFunction, (void **fn, void *module, const char *na
 HACCEL__CUDA_FN(int, FuncSetAttribute, (void *fn, int attr, int value))
 HACCEL__CUDA_FN(int, LaunchKernel, (void *fn, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem, void *stream, void **params, void **extra))
 HACCEL__CUDA_FN(int, LaunchKernelEx, (const struct haccel__cu_launch_config *config, void *fn, void **params, void **extra))
+HACCEL__CUDA_FN(int, OccupancyMaxActiveClusters, (int *n, void *fn, const struct haccel__cu_launch_config *config))
 HACCEL__CUDA_FN(int, GraphInstantiateWithFlags, (void **exec, void *graph, unsigned long long flags))
 HACCEL__CUDA_FN(int, GraphLaunch, (void *exec, void *stream))
 HACCEL__CUDA_FN(int, GraphExecDestroy, (void *exec))

@@ -55,6 +55,8 @@ int haccel__gpu_get(struct haccel_ctx *ctx, struct haccel__gpu **out)
 			!strcmp(env, "mma") ? 1 :
 			!strcmp(env, "ws")  ? 2 :
 					      0;
+	env = getenv("HACCEL_MLA_MERGE");
+	g->mla_merge = env && !strcmp(env, "kernel") ? 1 : 0;
 	env = getenv("HACCEL_PDL");
 	g->pdl = cu->cc_major >= 9 && !(env && !strcmp(env, "0"));
 	ret = HACCEL__CU(ctx, cu->ModuleLoadData(&g->module, haccel__fatbin));
@@ -140,4 +142,48 @@ int haccel__gpu_launch(struct haccel__gpu *g, void *fn, unsigned int gx, unsigne
 		res = g->cu->LaunchKernelEx(&cfg, fn, params, NULL);
 	return haccel__cu_check(g->ctx, res, g->pdl ? "cuLaunchKernelEx" : "cuLaunchKernel",
 				file, line);
+}
+
+int haccel__gpu_launch_cl(struct haccel__gpu *g, void *fn, unsigned int gx, unsigned int cx,
+			  unsigned int bx, unsigned int smem, void *stream, void **params,
+			  const char *file, int line)
+{
+	struct haccel__cu_launch_attr attr[2] = {
+		{ .id = HACCEL__CU_LAUNCH_ATTR_CLUSTER_DIMENSION, .value.dim = { cx, 1, 1 } },
+		{ .id = HACCEL__CU_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION, .value.i = 1 },
+	};
+	struct haccel__cu_launch_config cfg = {
+		.gx = gx, .gy = 1, .gz = 1, .bx = bx, .by = 1, .bz = 1, .smem = smem,
+		.stream = stream ? stream : g->stream, .attrs = attr, .n_attrs = g->pdl ? 2 : 1,
+	};
+
+	return haccel__cu_check(g->ctx, g->cu->LaunchKernelEx(&cfg, fn, params, NULL),
+				"cuLaunchKernelEx", file, line);
+}
+
+unsigned int haccel__gpu_max_clusters(struct haccel__gpu *g, void *fn, unsigned int cx,
+				      unsigned int bx, unsigned int smem)
+{
+	struct haccel__cu_launch_attr attr = {
+		.id = HACCEL__CU_LAUNCH_ATTR_CLUSTER_DIMENSION, .value.dim = { cx, 1, 1 },
+	};
+	struct haccel__cu_launch_config cfg = {
+		.gx = cx, .gy = 1, .gz = 1, .bx = bx, .by = 1, .bz = 1, .smem = smem,
+		.stream = g->stream, .attrs = &attr, .n_attrs = 1,
+	};
+	int n = 0, have;
+
+	if (!cx || cx > 8 || g->cu->cc_major < 9)
+		return 0;
+	pthread_mutex_lock(&g->ctx->lock);
+	have = g->max_clusters[cx];
+	pthread_mutex_unlock(&g->ctx->lock);
+	if (have)
+		return have > 0 ? (unsigned int)have : 0;
+	if (g->cu->OccupancyMaxActiveClusters(&n, fn, &cfg) || n <= 0)
+		n = -1;
+	pthread_mutex_lock(&g->ctx->lock);
+	g->max_clusters[cx] = n;
+	pthread_mutex_unlock(&g->ctx->lock);
+	return n > 0 ? (unsigned int)n : 0;
 }

@@ -29,6 +29,8 @@ struct haccel__gpu {
 	int kda_pass2;             /* HACCEL_KDA_PASS2: 0 auto, 1 mma, 32 or 64 (wg32, wg64) */
 	int sparse_mla;            /* HACCEL_SPARSE_MLA (16-head groups): 0 auto, 1 mma, 2 ws */
 	bool pdl;                  /* programmatic dependent launches (sm_90+) */
+	int mla_merge;             /* HACCEL_MLA_MERGE: 0 auto (in the cluster), 1 kernel */
+	int max_clusters[9];       /* haccel__gpu_max_clusters, by size; -1 none; 0 not asked */
 	struct {
 		const char *name;
 		void *fn;
@@ -57,5 +59,23 @@ int haccel__gpu_launch(struct haccel__gpu *g, void *fn, unsigned int gx,
 #define HACCEL__LAUNCH(g, fn, gx, gy, gz, bx, by, bz, smem, stream, ...)      \
 	haccel__gpu_launch(g, fn, gx, gy, gz, bx, by, bz, smem, stream,      \
 			   (void *[]){ __VA_ARGS__ }, __FILE__, __LINE__)
+
+/* The same in clusters of cx blocks along x (sm_90; gx a multiple of cx). */
+int haccel__gpu_launch_cl(struct haccel__gpu *g, void *fn, unsigned int gx, unsigned int cx,
+			  unsigned int bx, unsigned int smem, void *stream, void **params,
+			  const char *file, int line);
+
+#define HACCEL__LAUNCH_CL(g, fn, gx, cx, bx, smem, stream, ...)                 \
+	haccel__gpu_launch_cl(g, fn, gx, cx, bx, smem, stream,                 \
+			      (void *[]){ __VA_ARGS__ }, __FILE__, __LINE__)
+
+/*
+ * How many clusters of cx blocks of bx threads and smem bytes of fn can be
+ * resident at once (cuOccupancyMaxActiveClusters), 0 when none can or the
+ * driver will not say. Asked once for each cx (at most 8) and kept: the
+ * one caller's blocks fill an SM whatever their shared memory.
+ */
+unsigned int haccel__gpu_max_clusters(struct haccel__gpu *g, void *fn, unsigned int cx,
+				      unsigned int bx, unsigned int smem);
 
 #endif /* HACCEL_GPU_MODULE_H */

@@ -357,6 +357,48 @@ size_t haccel__cuda_sparse_mla_scratch(uint32_t T, uint32_t H, uint32_t topk)
 	return (size_t)rows * H * (512 + 2) * 4;
 }
 
+/* The warp-specialized kernel for 16-head groups where a split has tiles
+ * to pipeline (measured on an H200, 2026-12-01: batch 32 / 64 0.031 /
+ * 0.050 ms against 0.035 / 0.060; with one tile a split, decode at batch 1
+ * took 0.03 ms a step longer), HACCEL_SPARSE_MLA=mma|ws forcing one. */
+static bool mla_ws(const struct haccel__gpu *g, uint32_t H, uint32_t tps)
+{
+	return mla_hg(H) == 16 && g->sparse_mla != 1 && (tps >= 2 || g->sparse_mla == 2);
+}
+
+/* (dsa.cu) haccel_dsa_mla_h16w: 1024 bytes of alignment, the queries, q_pe,
+ * two P buffers, the record buffers, DSA_WS_MISC, the split's slots. */
+static uint32_t mla_ws_smem(uint32_t tps)
+{
+	return 1024 + 32 * 1024 + 32 * 128 + 2 * 4 * 16 * 128 +
+	       MLA_WS_NST * MLA_L * (512 + 128 + 16) + MLA_WS_MISC + tps * MLA_L * 4;
+}
+
+/*
+ * h16w's splits of a token (2-8 of them) merge in their cluster (its
+ * h16wc form), in place of the combine kernel and with its bits, where a
+ * cluster a token can all be resident at once (H200, 2026-12-03:
+ * docs/benchmarks.md); HACCEL_MLA_MERGE=kernel keeps the combine kernel.
+ * 1 and the h16wc kernel in *fn (its shared memory set), else 0.
+ */
+static int mla_cmerge(struct haccel__gpu *g, uint32_t T, uint32_t n_split, uint32_t smem,
+		      void **fn)
+{
+	if (n_split < 2 || n_split > 8 || g->mla_merge ||
+	    haccel__gpu_fn(g, "haccel_dsa_mla_h16wc", fn) || smem_attr(g, *fn, smem))
+		return 0;
+	return haccel__gpu_max_clusters(g, *fn, n_split, 384, smem) >= T;
+}
+
+int haccel__cuda_sparse_mla_cluster(struct haccel__gpu *g, uint32_t T, uint32_t H,
+				    uint32_t topk)
+{
+	uint32_t tps, n_split = mla_splits(T, H, topk, &tps);
+	void *fn;
+
+	return mla_ws(g, H, tps) && mla_cmerge(g, T, n_split, mla_ws_smem(tps), &fn);
+}
+
 int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_lat,
 			    haccel__dptr o_bf, haccel__dptr q_lat, haccel__dptr q_pe, uint32_t T,
 			    uint32_t H, uint32_t dr, haccel__dptr sel, haccel__dptr n_sel,
@@ -373,16 +415,9 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 	 * dsa_mla (haccel_dsa_mla_h32): the latent codes, two buffers of
 	 * scales and rope, the latent in fp16, queries (fp16 hi/lo, bf16
 	 * hi/lo), S, P, the split's slots, per head m/l/alpha/kq, 8 warp
-	 * maxima */
-	/* 16-head groups: the warp-specialized kernel where a split has tiles
-	 * to pipeline (measured on an H200, 2026-12-01: batch 32 / 64 0.031
-	 * / 0.050 ms against 0.035 / 0.060; with one tile a split, decode at
-	 * batch 1 took 0.03 ms a step longer), HACCEL_SPARSE_MLA=mma|ws
-	 * forcing one. */
-	bool ws = hgs == 16 && g->sparse_mla != 1 && (tps >= 2 || g->sparse_mla == 2);
-	uint32_t smem = ws	   ? 1024 + 32 * 1024 + 32 * 128 + 2 * 4 * 16 * 128 +
-				     MLA_WS_NST * MLA_L * (512 + 128 + 16) + MLA_WS_MISC +
-				     tps * MLA_L * 4 :
+	 * maxima; h16w: mla_ws_smem */
+	bool ws = mla_ws(g, H, tps);
+	uint32_t smem = ws	   ? mla_ws_smem(tps) :
 			hgs == 16 ? 1024 + 32 * 1024 + 32 * 128 + 4 * 16 * 128 +
 					    3 * MLA_L * (128 + 512 + 16) + 16 * (2 * 68 * 4 + 16) +
 					    32 + tps * MLA_L * 4 :
@@ -411,11 +446,18 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 	ret = smem_attr(g, fn, smem);
 	if (ret)
 		return ret;
+	/* (the last: h16wc's alone; the others take the first 18) */
+	void *args[] = { &o_lat, &scratch, &q_lat, &q_pe, &H, &dr, &sel, &n_sel, &topk,
+			 &bt_row, &region, &block_tables, &bt_stride, &page_tokens, &scale,
+			 &n_split, &tps, &n_hg, &o_bf };
+	void *fcm;
+
 	/* h16w: two warpgroups compute, a third copies (DSA_WS_THREADS) */
-	ret = HACCEL__LAUNCH(g, fn, (uint32_t)blocks, 1, 1, ws ? 384 : 256, 1, 1, smem, stream,
-			     &o_lat, &scratch, &q_lat, &q_pe, &H, &dr, &sel, &n_sel, &topk, &bt_row,
-			     &region, &block_tables, &bt_stride, &page_tokens, &scale, &n_split,
-			     &tps, &n_hg);
+	if (ws && mla_cmerge(g, T, n_split, smem, &fcm))
+		return haccel__gpu_launch_cl(g, fcm, (uint32_t)blocks, n_split, 384, smem, stream,
+					     args, __FILE__, __LINE__);
+	ret = haccel__gpu_launch(g, fn, (uint32_t)blocks, 1, 1, ws ? 384 : 256, 1, 1, smem, stream,
+				 args, __FILE__, __LINE__);
 	if (!ret && n_split == 1 && o_bf)
 		ret = haccel__cuda_to_bf16(g, stream, o_bf, o_lat, (size_t)T * H * 512);
 	if (ret || n_split == 1)
