@@ -2814,8 +2814,14 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 			for (uint32_t ks = 0; ks < 4; ks++) {
 				uint32_t j = 16 * wq + (lane & 7) + 8 * ((lane >> 3) & 1);
 
+				/* zeros past dr (the queries' q_pe rows are zeros
+				 * there too), so that the 4 MMAs below need no
+				 * branch: ptxas puts a warpgroup.arrive before
+				 * each conditional one */
 				if (ks < nrope)
 					dsa_ldsm4(ar[ks], rb + j * 128 + dsa_swz(j, 2 * ks + (lane >> 4)));
+				else
+					ar[ks][0] = ar[ks][1] = ar[ks][2] = ar[ks][3] = 0;
 			}
 			hac_wg_hold<16>(sa[0]);
 			hac_wg_hold<16>(sa[1]);
@@ -2826,8 +2832,7 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 			dsa_ws_smma(sa[0], a0, dq, 0);
 #pragma unroll
 			for (uint32_t ks = 0; ks < 4; ks++)
-				if (ks < nrope)
-					hac_wg_bf16r<32>(sr, ar[ks], dqp + ks * 2);
+				hac_wg_bf16r<32>(sr, ar[ks], dqp + ks * 2);
 			hac_wg_commit();
 			dsa_ws_sfrag(a1, pe, po, 1);
 			hac_wg_hold_a<8>(a1);
