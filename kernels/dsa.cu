@@ -2567,18 +2567,6 @@ __device__ __forceinline__ void dsa_ws_issue(uint8_t *codes, const uint32_t *slo
 
 #define DSA_WS_OROW 516         /* floats a head's row of O in the cluster merge */
 
-/*
- * The splits of one token merged within their cluster (n = n_split <= 8
- * blocks, rank = split), in place of haccel_dsa_mla_combine and with the
- * same arithmetic in the same order, so the same bits: each block's O (fp32,
- * scaled by its factors, not by 1/l) is in ob, its m (base 2) and l in m_fin
- * and l_fin; after a cluster barrier, every block reads the splits' (m, l)
- * of the 16 heads and merges its share of the (head, 4 dims) units from the
- * splits' ob, in split order, to o_bf (bf16) or else o_lat. A second barrier
- * keeps each block's shared memory until the others have read it. Threads
- * 0-255 (the two warpgroups that compute); the third only meets the two
- * barriers (dsa_ws_cbar).
- */
 /* A merged (token, head)'s 4 dims from at: acc / L (0 where L is 0), to
  * o_bf rounded as haccel_to_bf16 rounds, else to o_lat. */
 __device__ __forceinline__ void dsa_mla_put4(float *o_lat, uint16_t *o_bf, size_t at,
@@ -2595,6 +2583,18 @@ __device__ __forceinline__ void dsa_mla_put4(float *o_lat, uint16_t *o_bf, size_
 	}
 }
 
+/*
+ * The splits of one token merged within their cluster (n = n_split <= 8
+ * blocks, rank = split), in place of haccel_dsa_mla_combine and with the
+ * same arithmetic in the same order, so the same bits: each block's O (fp32,
+ * scaled by its factors, not by 1/l) is in ob, its m (base 2) and l in m_fin
+ * and l_fin; after a cluster barrier, every block reads the splits' (m, l)
+ * of the 16 heads and merges its share of the (head, 4 dims) units from the
+ * splits' ob, in split order, to o_bf (bf16) or else o_lat. A second barrier
+ * keeps each block's shared memory until the others have read it. Threads
+ * 0-255 (the two warpgroups that compute); the third only meets the two
+ * barriers (dsa_ws_cbar).
+ */
 __device__ __forceinline__ void dsa_ws_cbar(void)
 {
 	cooperative_groups::this_cluster().sync();

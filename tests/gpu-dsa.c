@@ -1092,8 +1092,10 @@ static void test_sparse_mla(void)
 		 * list and shared memory) and splits of one tile */
 		{ 16, 64, 140, 2048, 64, 0.0721688f },
 		{ 16, 64, 2, 2048, 64, 0.0721688f },
-		/* the ws kernel's splits merged in clusters of 8, 4 and 2
-		 * (T = 16, 32, 64 on 132 SMs), fewer than 16 heads */
+		/* the ws kernel at 8, 4 and 2 splits (T = 16, 32, 64 on 132
+		 * SMs): merged in clusters where they all fit at once (on an
+		 * H200 only the 2), else by the combine kernel; fewer than
+		 * 16 heads */
 		{ 16, 64, 16, 2048, 64, 0.0721688f },
 		{ 8, 64, 32, 2048, 64, 0.0721688f },
 		{ 16, 64, 64, 2048, 64, 0.0721688f },

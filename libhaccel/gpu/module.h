@@ -65,10 +65,6 @@ int haccel__gpu_launch_cl(struct haccel__gpu *g, void *fn, unsigned int gx, unsi
 			  unsigned int bx, unsigned int smem, void *stream, void **params,
 			  const char *file, int line);
 
-#define HACCEL__LAUNCH_CL(g, fn, gx, cx, bx, smem, stream, ...)                 \
-	haccel__gpu_launch_cl(g, fn, gx, cx, bx, smem, stream,                 \
-			      (void *[]){ __VA_ARGS__ }, __FILE__, __LINE__)
-
 /*
  * How many clusters of cx blocks of bx threads and smem bytes of fn can be
  * resident at once (cuOccupancyMaxActiveClusters), 0 when none can or the

@@ -268,14 +268,14 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream,
  * selection is cut into (1: no scratch used). */
 size_t haccel__cuda_sparse_mla_scratch(uint32_t T, uint32_t H, uint32_t topk);
 uint32_t haccel__cuda_sparse_mla_splits(uint32_t T, uint32_t H, uint32_t topk);
-/* With o_bf (else 0), the output goes to o_bf [T][H][512] in bf16,
- * rounded as haccel__cuda_to_bf16 rounds: written where the splits merge
- * (the combine kernel, or the cluster), else converted from o_lat (then
- * its fp32 copy, written too). */
 /* 1 when a call of these shapes merges its splits within clusters of
  * blocks (h16w, 2-8 splits; no combine kernel), else 0. */
 int haccel__cuda_sparse_mla_cluster(struct haccel__gpu *g, uint32_t T, uint32_t H,
 				    uint32_t topk);
+/* With o_bf (else 0), the output goes to o_bf [T][H][512] in bf16,
+ * rounded as haccel__cuda_to_bf16 rounds: written where the splits merge
+ * (the combine kernel, or the cluster), else converted from o_lat (then
+ * its fp32 copy, written too). */
 int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream,
 			    haccel__dptr o_lat, haccel__dptr o_bf, haccel__dptr q_lat,
 			    haccel__dptr q_pe, uint32_t T, uint32_t H,
