@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* haccel-ctl and haccel-bench: help, usage errors, JSON output, doctor on a fixture sysfs tree, driver status/quota/clients without haccel.ko and on fixture trees, bench stream --device without a GPU, bench decode --trace without libcupti, bench kernels --only. */
+/* haccel-ctl and haccel-bench: help, usage errors, JSON output, doctor on a fixture sysfs tree, driver status/quota/clients without haccel.ko and on fixture trees, bench stream --device without a GPU, bench decode --trace without libcupti, bench kernels --only and its indexer shape options. */
 #include "config.h"
 
 #include <errno.h>
@@ -531,6 +531,34 @@ static void t_bench_kernels_only(void)
 	KTAP_EXPECT(strstr(r.err, "GPU") == NULL);
 }
 
+/* kernels --index-heads, --context, --pages: documented, and values out of
+ * range are usage errors before any GPU is looked for. */
+static void t_bench_kernels_dsa_shape(void)
+{
+	static const char *const bad[][2] = {
+		{ "--index-heads", "0" }, { "--index-heads", "129" }, { "--index-heads", "16x" },
+		{ "--context", "1024" }, { "--context", "65537" }, { "--context", "524288" },
+		{ "--pages", "random" },
+	};
+
+	run(&r, "HACCEL_BENCH", "kernels", "--help", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	KTAP_EXPECT(strstr(r.out, "--index-heads N") != NULL);
+	KTAP_EXPECT(strstr(r.out, "--context N") != NULL);
+	KTAP_EXPECT(strstr(r.out, "--pages P") != NULL);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		run(&r, "HACCEL_BENCH", "kernels", "--only", "indexer_topk", bad[i][0], bad[i][1],
+		    NULL);
+		KTAP_EXPECT_EQ(r.status, 2);
+		KTAP_EXPECT(strstr(r.err, bad[i][0]) != NULL && strstr(r.err, bad[i][1]) != NULL);
+		KTAP_EXPECT(strstr(r.err, "GPU") == NULL);
+	}
+	/* an option without its value */
+	run(&r, "HACCEL_BENCH", "kernels", "--context", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "unknown option '--context'") != NULL);
+}
+
 static const struct ktap_case cases[] = {
 	KTAP_CASE(t_ctl_help_and_usage),
 	KTAP_CASE(t_ctl_version),
@@ -546,6 +574,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_bench_stream_device),
 	KTAP_CASE(t_bench_decode_trace),
 	KTAP_CASE(t_bench_kernels_only),
+	KTAP_CASE(t_bench_kernels_dsa_shape),
 };
 
 int main(int argc, char **argv)

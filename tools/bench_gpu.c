@@ -431,10 +431,18 @@ static uint8_t *records(size_t n, uint32_t rec, uint32_t codes, bool e8m0)
 	return h;
 }
 
+/* The indexer's and sparse MLA's shapes (kernels --index-heads, --context,
+ * --pages). */
+struct dsa_opts {
+	uint32_t IH, ctx;
+	bool contiguous;
+};
+
 /* B query tokens, each at position ctx - 1 of its own sequence. */
-static int bench_dsa(struct gb *b, uint32_t B, uint32_t ctx, uint32_t IH, uint32_t H,
+static int bench_dsa(struct gb *b, uint32_t B, const struct dsa_opts *o, uint32_t H,
 		     uint32_t topk)
 {
+	uint32_t ctx = o->ctx, IH = o->IH;
 	unsigned int mark = b->n;
 	uint32_t pages = ctx / 64, *bt = malloc((size_t)B * pages * 4), *pos = malloc(B * 4);
 	uint32_t *btr = malloc(B * 4);
@@ -444,12 +452,14 @@ static int bench_dsa(struct gb *b, uint32_t B, uint32_t ctx, uint32_t IH, uint32
 
 	if (!bt || !pos || !btr)
 		goto out;
-	/* Pages of a sequence scattered over the region, as a pool leaves them. */
+	/* Pages of a sequence scattered over the region, as a pool leaves
+	 * sequences that grew together (page p of sequence s at p B + s), or
+	 * with --pages contiguous each sequence's pages in a run of its own. */
 	for (uint32_t s = 0; s < B; s++) {
 		pos[s] = ctx - 1;
 		btr[s] = s;
 		for (uint32_t p = 0; p < pages; p++)
-			bt[(size_t)s * pages + p] = (uint32_t)(((uint64_t)p * B + s) % ((uint64_t)B * pages));
+			bt[(size_t)s * pages + p] = o->contiguous ? s * pages + p : p * B + s;
 	}
 	struct idx_arg ia = { .T = B, .IH = IH, .bt_stride = pages, .topk = topk,
 			      .max_pos = ctx - 1 };
@@ -475,7 +485,8 @@ static int bench_dsa(struct gb *b, uint32_t B, uint32_t ctx, uint32_t IH, uint32
 		ret = -EIO;
 		goto out;
 	}
-	snprintf(shape, sizeof(shape), "batch=%u ctx=%u IH=%u topk=%u", B, ctx, IH, topk);
+	snprintf(shape, sizeof(shape), "batch=%u ctx=%u IH=%u topk=%u%s", B, ctx, IH, topk,
+		 o->contiguous ? " pages=contiguous" : "");
 	row(b, "indexer_topk", shape, t, (double)n_rec * 132, 0);
 
 	/* Sparse MLA over the selection just made, in its own KV region. */
@@ -498,7 +509,14 @@ static int bench_dsa(struct gb *b, uint32_t B, uint32_t ctx, uint32_t IH, uint32
 		ret = -EIO;
 		goto out;
 	}
-	snprintf(shape, sizeof(shape), "batch=%u H=%u topk=%u dr=64", B, H, topk);
+	/* (the context only where it is not the default: the rows of earlier
+	 * entries of docs/benchmarks.md read the same) */
+	char cs[24] = "";
+
+	if (ctx != 65536)
+		snprintf(cs, sizeof(cs), " ctx=%u", ctx);
+	snprintf(shape, sizeof(shape), "batch=%u H=%u topk=%u dr=64%s%s", B, H, topk, cs,
+		 o->contiguous ? " pages=contiguous" : "");
 	row(b, "sparse_mla", shape, t, (double)B * topk * 656 + (double)B * H * (512 + 64 + 512) * 4,
 	    0);
 	ret = 0;
@@ -722,6 +740,7 @@ static void kusage(FILE *f)
 {
 	fprintf(f,
 		"Usage: haccel-bench [--json] kernels [--quick] [--only NAME[,NAME...]]\n"
+		"       [--index-heads N] [--context N] [--pages scattered|contiguous]\n"
 		"\n"
 		"Time the CUDA kernels on shapes of the issue's targets, each next to the\n"
 		"device copy bandwidth or the cuBLASLt bf16 GEMM rate measured first:\n"
@@ -735,7 +754,14 @@ static void kusage(FILE *f)
 		"                group and one by one, at 1 to 64 rows\n"
 		"  --quick       fewer shapes\n"
 		"  --only LIST   only these (indexer_topk and sparse_mla run\n"
-		"                together: sparse MLA reads the indexer's selections)\n");
+		"                together: sparse MLA reads the indexer's selections)\n"
+		"  --index-heads N  the indexer's heads, 1..128 (default 32; the small\n"
+		"                preset has 16)\n"
+		"  --context N   the indexer's and sparse MLA's context, a multiple of\n"
+		"                64 from 2048 to 262144 (default 65536)\n"
+		"  --pages P     where each sequence's KV pages lie: scattered (default:\n"
+		"                page p of sequence s at p * batch + s, as sequences that\n"
+		"                grew together leave them) or contiguous (a run a sequence)\n");
 }
 
 int bench_kernels(int argc, char **argv, int json)
@@ -744,11 +770,34 @@ int bench_kernels(int argc, char **argv, int json)
 					      "sparse_mla", "gemm" };
 	struct gb b = { 0 };
 	bool quick = false, want[5] = { true, true, true, true, true };
+	struct dsa_opts dop = { .IH = 32, .ctx = 65536 };
+	uint64_t v;
 	int ret;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick")) {
 			quick = true;
+		} else if (!strcmp(argv[i], "--index-heads") && i + 1 < argc) {
+			if (tool_parse_u64(argv[++i], 1, 128, &v)) {
+				tool_err("kernels: bad --index-heads '%s' (1..128)", argv[i]);
+				return EXIT_USAGE;
+			}
+			dop.IH = (uint32_t)v;
+		} else if (!strcmp(argv[i], "--context") && i + 1 < argc) {
+			if (tool_parse_u64(argv[++i], 2048, 262144, &v) || v % 64) {
+				tool_err("kernels: bad --context '%s' "
+					 "(a multiple of 64, 2048..262144)", argv[i]);
+				return EXIT_USAGE;
+			}
+			dop.ctx = (uint32_t)v;
+		} else if (!strcmp(argv[i], "--pages") && i + 1 < argc) {
+			i++;
+			if (strcmp(argv[i], "scattered") && strcmp(argv[i], "contiguous")) {
+				tool_err("kernels: bad --pages '%s' (scattered or contiguous)",
+					 argv[i]);
+				return EXIT_USAGE;
+			}
+			dop.contiguous = !strcmp(argv[i], "contiguous");
 		} else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
 			char *s = argv[++i], *tok;
 
@@ -795,9 +844,9 @@ int bench_kernels(int argc, char **argv, int json)
 	bool dsa = want[2] || want[3];
 	for (unsigned int i = 0; dsa && !ret && i < 3; i++)
 		if (!quick || Ds[i] == 32)
-			ret = bench_dsa(&b, Ds[i], 65536, 32, 16, 2048);
+			ret = bench_dsa(&b, Ds[i], &dop, 16, 2048);
 	if (dsa && !ret && !quick)
-		ret = bench_dsa(&b, 32, 65536, 32, 64, 2048);
+		ret = bench_dsa(&b, 32, &dop, 64, 2048);
 	const uint32_t Ms[] = { 1, 8, 16 };
 	for (unsigned int i = 0; want[4] && !ret && i < 3; i++)
 		if (!quick || Ms[i] == 1)
