@@ -432,7 +432,9 @@ static uint8_t *records(size_t n, uint32_t rec, uint32_t codes, bool e8m0)
 }
 
 /* The indexer's and sparse MLA's shapes (kernels --index-heads, --context,
- * --pages). */
+ * --pages), and the default context. */
+#define DSA_CTX 65536
+
 struct dsa_opts {
 	uint32_t IH, ctx;
 	bool contiguous;
@@ -513,7 +515,7 @@ static int bench_dsa(struct gb *b, uint32_t B, const struct dsa_opts *o, uint32_
 	 * entries of docs/benchmarks.md read the same) */
 	char cs[24] = "";
 
-	if (ctx != 65536)
+	if (ctx != DSA_CTX)
 		snprintf(cs, sizeof(cs), " ctx=%u", ctx);
 	snprintf(shape, sizeof(shape), "batch=%u H=%u topk=%u dr=64%s%s", B, H, topk, cs,
 		 o->contiguous ? " pages=contiguous" : "");
@@ -770,7 +772,7 @@ int bench_kernels(int argc, char **argv, int json)
 					      "sparse_mla", "gemm" };
 	struct gb b = { 0 };
 	bool quick = false, want[5] = { true, true, true, true, true };
-	struct dsa_opts dop = { .IH = 32, .ctx = 65536 };
+	struct dsa_opts dop = { .IH = 32, .ctx = DSA_CTX };
 	uint64_t v;
 	int ret;
 
