@@ -606,7 +606,8 @@ __device__ __forceinline__ void dsa_emit(const uint32_t *keys, uint32_t N, uint3
 #define DSA_IX_BINS 2048    /* 11 bits a radix pass */
 
 /* Bytes of a token's prepared queries: the fragments (NT * 2048), the head
- * weights (8 NT floats), the score of an all-NaN key (16 bytes, padded). */
+ * weights (8 NT floats), the score of an all-NaN key, then the scoring's
+ * counter (haccel_dsa_ix_score) and padding: 16 bytes. */
 __device__ __forceinline__ uint32_t dsa_ix_qbytes(uint32_t NT)
 {
 	return NT * 2048 + NT * 32 + 16;
@@ -625,8 +626,8 @@ __device__ __forceinline__ uint32_t dsa_ix_qbytes(uint32_t NT)
  * a weight is not finite.
  *
  * Grid (T, NT), 256 threads: block (t, nt) quantizes heads 8 nt .. 8 nt +
- * 7 of token t, a warp each (block (t, 0) also the all-NaN score); out: T
- * rows of dsa_ix_qbytes(NT) bytes.
+ * 7 of token t, a warp each (block (t, 0) also the all-NaN score and a
+ * zero counter); out: T rows of dsa_ix_qbytes(NT) bytes.
  */
 HACCEL_K void __launch_bounds__(256)
 haccel_dsa_ix_prep(uint8_t *out, const float *q, const float *w, uint32_t IH, uint32_t NT)
@@ -681,16 +682,16 @@ haccel_dsa_ix_prep(uint8_t *out, const float *q, const float *w, uint32_t IH, ui
 #define DSA_IX_BULK 2 /* page_tokens % 32 == 0: a slab is one bulk copy */
 
 /*
- * The slot of the first position lane loads in slab s (zero past the
- * chunk): with 16-byte or bulk copies, lanes 0..7 each that of a group of
- * 4 records (bulk copies use lane 0's). (A region's slots number below
- * 2^32: 132 bytes each.)
+ * The slot of the first position lane loads in the slab of positions p0 ..
+ * p0 + count - 1 (zero when count is 0 or past it): with 16-byte or bulk
+ * copies, lanes 0..7 each that of a group of 4 records (bulk copies use
+ * lane 0's). (A region's slots number below 2^32: 132 bytes each.)
  */
 __device__ __forceinline__ uint32_t dsa_ix_slot(const uint32_t *bt, uint32_t pt, uint32_t pt_inv,
-						uint32_t c0, uint32_t nc, uint32_t s, uint32_t mode)
+						uint32_t p0, uint32_t count, uint32_t mode)
 {
-	uint32_t lane = threadIdx.x & 31, off = s * 128 + (threadIdx.x >> 5) * 32;
-	uint32_t vec = mode != DSA_IX_CP4, r = vec ? 4 * lane : lane, p = c0 + off + r;
+	uint32_t lane = threadIdx.x & 31;
+	uint32_t vec = mode != DSA_IX_CP4, r = vec ? 4 * lane : lane, p = p0 + r;
 	/* p / pt: pt_inv = (2^32 - 1) / pt gives the quotient or one less
 	 * (p < 2^31), the remainder corrects it. */
 	uint32_t pi = __umulhi(p, pt_inv), rem = p - pi * pt;
@@ -699,29 +700,28 @@ __device__ __forceinline__ uint32_t dsa_ix_slot(const uint32_t *bt, uint32_t pt,
 		pi++;
 		rem -= pt;
 	}
-	if (off >= nc || r >= nc - off || (vec && lane >= 8))
+	if (r >= count || (vec && lane >= 8))
 		return 0;
 	return __ldg(&bt[pi]) * pt + rem;
 }
 
 /*
- * Start copying slab s of this warp (positions c0 + s * 128 + 32 warp ...,
- * 32 records) into buf; sl is what dsa_ix_slot gave. Bulk: with
- * page_tokens % 32 == 0 the slab is 4224 contiguous, 16-byte aligned bytes
+ * Start copying the slab of count (0..32) records from position p0 of this
+ * warp into buf; sl is what dsa_ix_slot gave. Bulk: with page_tokens % 32
+ * == 0 and p0 % 32 == 0 the slab is 4224 contiguous, 16-byte aligned bytes
  * in one page, copied by the copy engine (lane 0 issues it, completing on
- * bar; records past the chunk are whatever the page holds, and are not
+ * bar; records past count are whatever the page holds, and are not
  * scored). 16-byte: with page_tokens % 4 == 0 four consecutive records
  * from a multiple of 4 are 528 contiguous, 16-byte aligned bytes in one
  * page: lane (group lane / 4, part lane % 4) copies pieces part, part + 4,
  * ... of its group's 33, so each lane takes its group's slot once.
  * Otherwise 4-byte copies, a lane per record. The cp.async copies leave
- * zeros past the chunk.
+ * zeros past count.
  */
 __device__ __forceinline__ void dsa_ix_issue(uint8_t *buf, uint32_t sl, const uint8_t *region,
-					     uint32_t nc, uint32_t s, uint32_t mode, uint64_t *bar)
+					     uint32_t count, uint32_t mode, uint64_t *bar)
 {
-	uint32_t lane = threadIdx.x & 31, off = s * 128 + (threadIdx.x >> 5) * 32;
-	uint32_t count = off < nc ? dsa_minu(32, nc - off) : 0;
+	uint32_t lane = threadIdx.x & 31;
 
 	if (!count)
 		return;
@@ -844,18 +844,97 @@ __device__ __forceinline__ void dsa_ix_slab(const uint8_t *buf, const uint4 *qf,
 	__syncwarp();
 }
 
+/* The first position of slab k of a token's nu (n, its positions' count,
+ * past the last). */
+__device__ __forceinline__ uint32_t dsa_ix_unit_p(uint32_t k, uint32_t nu, uint32_t n)
+{
+	return k < nu ? 32 * k : n;
+}
+
+/* Records of the slab from position p among n (0: none, p past them). */
+__device__ __forceinline__ uint32_t dsa_ix_unit_n(uint32_t p, uint32_t n)
+{
+	return p < n ? dsa_minu(32, n - p) : 0;
+}
+
+/* A scoring warp's shared memory (the layout below), its mbarriers
+ * initialized when the slabs come by bulk copies. */
+struct dsa_ix_smem {
+	const uint4 *qf;
+	const float *wq;
+	uint32_t *kst;
+	uint8_t *ring;
+	uint64_t *bar;
+};
+
+__device__ __forceinline__ dsa_ix_smem dsa_ix_carve(uint32_t NT, uint32_t qb, bool bulk)
+{
+	uint32_t warp = threadIdx.x >> 5;
+	uint8_t *rings = dsa_smem + qb + DSA_IX_WARPS * 128;
+	dsa_ix_smem m;
+
+	m.qf = (const uint4 *)dsa_smem;
+	m.wq = (const float *)(dsa_smem + NT * 2048);
+	m.kst = (uint32_t *)(dsa_smem + qb) + warp * 32;
+	m.ring = rings + warp * DSA_IX_STAGES * DSA_IX_SLAB_BYTES;
+	m.bar = (uint64_t *)(rings + DSA_IX_WARPS * DSA_IX_STAGES * DSA_IX_SLAB_BYTES) +
+		warp * DSA_IX_STAGES;
+	if (bulk && (threadIdx.x & 31) == 0)
+		for (uint32_t i = 0; i < DSA_IX_STAGES; i++)
+			dsa_mbar_init(m.bar + i, 1);
+	__syncwarp();
+	return m;
+}
+
+/* Start copying the token's prepared queries (qb bytes at src) into
+ * shared memory, as one cp.async group. */
+__device__ __forceinline__ void dsa_ix_queries(const uint8_t *src, uint32_t qb)
+{
+	for (uint32_t i = threadIdx.x; i < qb / 16; i += DSA_IX_THREADS)
+		dsa_cp16(dsa_smem + 16 * i, src + 16 * i, 16);
+	dsa_cp_commit();
+}
+
+/* Records of slab s of this warp in a chunk of nc positions (0 past it):
+ * haccel_dsa_ix_score's warp w scores positions 128 s + 32 w ... */
+__device__ __forceinline__ uint32_t dsa_ix_chunk_n(uint32_t nc, uint32_t s)
+{
+	uint32_t off = s * 128 + (threadIdx.x >> 5) * 32;
+
+	return off < nc ? dsa_minu(32, nc - off) : 0;
+}
+
 /*
- * Grid (T, chunks), 128 threads: block (t, i) scores positions [chunk i,
- * chunk (i + 1)) (chunk a multiple of 128, ops_dsa.c picks it so that the
- * blocks fill whole waves) of token t that are <= min(pos[t], max_pos) and writes
- * their keys to keys[t * stride + position]. qp: the token rows of
- * haccel_dsa_ix_prep. Each warp streams its own slabs through a ring of
- * DSA_IX_STAGES buffers (the next slab in flight while one is scored: bulk
- * copies completing on one mbarrier a buffer, or cp.async groups; mode is
- * DSA_IX_*), so after the queries only warp barriers are needed; the
- * slots of the next slab to issue are looked up one slab ahead. Two
- * buffers and 128 registers let four blocks share an SM (16 warps): 2-3%
- * faster on an H200 than three buffers with three blocks (12 warps).
+ * The indexer's scoring: one uint32 key a position, written to
+ * keys[t * stride + position] for the positions 0 .. min(pos[t], max_pos)
+ * of token t. qp: the token rows of haccel_dsa_ix_prep. Two forms, 128
+ * threads a block, both streaming each warp's slabs of 32 records through
+ * a ring of DSA_IX_STAGES buffers (the next slab in flight while one is
+ * scored: bulk copies completing on one mbarrier a buffer, or cp.async
+ * groups; mode is DSA_IX_*), so after the queries only warp barriers are
+ * needed; the slots of the next slab to issue are looked up one slab
+ * ahead. Two buffers and 128 registers let four blocks share an SM (16
+ * warps): 2-3% faster on an H200 than three buffers with three blocks (12
+ * warps). A slab's keys do not depend on which warp scores it.
+ *
+ * haccel_dsa_ix_score, grid (T, chunks): block (t, i) scores positions
+ * [chunk i, chunk (i + 1)) (chunk a multiple of 128, ops_dsa.c picks it so
+ * that the blocks fill whole waves); its warp w walks slabs 128 positions
+ * apart from 32 w.
+ *
+ * haccel_dsa_ix_score_dyn, grid (T, B), for up to 16 heads (ops_dsa.c;
+ * it takes the chunked form's arguments and does not read chunk): the
+ * slabs (from multiples of 32) are taken dynamically so that the warps of
+ * a token end together however the memory system serves them: warp w of
+ * block (t, b) (gw = 4 b + w of W = 4 B) takes slabs k = gw, gw + W and
+ * gw + 2 W, then 3 W + the value of the token's counter, which it
+ * increments (the word after the all-NaN score in the token's prepared
+ * queries: haccel_dsa_ix_prep zeroes it), until k reaches the slab count
+ * (slab k: positions from 32 k). The counter is read two slabs before the
+ * slab's slots are looked up (its atomics take long under the streams'
+ * load). On an H200 (2026-12-03) it was 0.5-1.6% of copy faster than the
+ * chunked form with 16 heads and 3-5% slower with 32 (docs/benchmarks.md,
+ * twenty-fifth entry).
  *
  * Shared memory (ops_dsa.c computes the same size): the prepared queries
  * (dsa_ix_qbytes(NT)), then per warp 32 key words, then per warp a ring
@@ -876,63 +955,129 @@ haccel_dsa_ix_score(uint32_t *keys, uint32_t stride, const uint8_t *qp, uint32_t
 		HAC_PDL();
 		return;
 	}
-	uint32_t nc = dsa_minu(chunk, n - c0), nslab = (nc + 127) / 128;
+	uint32_t nc = dsa_minu(chunk, n - c0), nslab = (nc + 127) / 128, w0 = c0 + warp * 32;
 	bool bulk = mode == DSA_IX_BULK;
-	const uint4 *qf = (const uint4 *)dsa_smem;
-	const float *wq = (const float *)(dsa_smem + NT * 2048);
-	uint32_t *kst = (uint32_t *)(dsa_smem + qb) + warp * 32;
-	uint8_t *rings = dsa_smem + qb + DSA_IX_WARPS * 128;
-	uint8_t *ring = rings + warp * DSA_IX_STAGES * DSA_IX_SLAB_BYTES;
-	uint64_t *bar = (uint64_t *)(rings + DSA_IX_WARPS * DSA_IX_STAGES * DSA_IX_SLAB_BYTES) +
-			warp * DSA_IX_STAGES;
+	dsa_ix_smem m = dsa_ix_carve(NT, qb, bulk);
 	const uint32_t *bt = block_tables + (size_t)bt_row[t] * bt_stride;
-	const uint8_t *src = qp + (size_t)t * qb;
-	uint32_t *krow = keys + (size_t)t * stride + c0;
+	uint32_t *krow = keys + (size_t)t * stride + w0;
 	uint32_t sl, pt_inv = 0xffffffffu / pt;
 
-	if (bulk && (threadIdx.x & 31) == 0)
-		for (uint32_t i = 0; i < DSA_IX_STAGES; i++)
-			dsa_mbar_init(bar + i, 1);
-	__syncwarp();
 	/* The first slabs are issued before the wait for the kernel before
 	 * this one (HAC_PDL: the queries' preparation): the keys, positions
 	 * and block tables are not its output. */
 	for (uint32_t s = 0; s < DSA_IX_STAGES - 1; s++) {
-		sl = dsa_ix_slot(bt, pt, pt_inv, c0, nc, s, mode);
-		dsa_ix_issue(ring + s * DSA_IX_SLAB_BYTES, sl, region, nc, s, mode, bar + s);
+		uint32_t cnt = dsa_ix_chunk_n(nc, s);
+
+		sl = dsa_ix_slot(bt, pt, pt_inv, w0 + 128 * s, cnt, mode);
+		dsa_ix_issue(m.ring + s * DSA_IX_SLAB_BYTES, sl, region, cnt, mode, m.bar + s);
 		dsa_cp_commit();
 	}
-	sl = dsa_ix_slot(bt, pt, pt_inv, c0, nc, DSA_IX_STAGES - 1, mode);
+	sl = dsa_ix_slot(bt, pt, pt_inv, w0 + 128 * (DSA_IX_STAGES - 1),
+			 dsa_ix_chunk_n(nc, DSA_IX_STAGES - 1), mode);
 	HAC_PDL();
-	for (uint32_t i = threadIdx.x; i < qb / 16; i += DSA_IX_THREADS)
-		dsa_cp16(dsa_smem + 16 * i, src + 16 * i, 16);
-	dsa_cp_commit();
+	dsa_ix_queries(qp + (size_t)t * qb, qb);
 	/* The queries are in (bulk slabs may still be on their way; cp.async
 	 * ones, committed before the queries, are in too). */
 	dsa_cp_wait<0>();
 	__syncthreads();
-	float zero_score = wq[NT * 8];
+	float zero_score = m.wq[NT * 8];
 
 	for (uint32_t s = 0; s < nslab; s++) {
-		uint32_t nx = s + DSA_IX_STAGES - 1, off = s * 128 + warp * 32;
-		uint32_t st = s % DSA_IX_STAGES;
+		uint32_t nx = s + DSA_IX_STAGES - 1, st = s % DSA_IX_STAGES;
+		uint32_t cnt = dsa_ix_chunk_n(nc, s);
 
 		/* Everyone is done with the buffer slab nx overwrites. */
 		__syncwarp();
-		dsa_ix_issue(ring + (nx % DSA_IX_STAGES) * DSA_IX_SLAB_BYTES, sl, region, nc, nx,
-			     mode, bar + nx % DSA_IX_STAGES);
+		dsa_ix_issue(m.ring + (nx % DSA_IX_STAGES) * DSA_IX_SLAB_BYTES, sl, region,
+			     dsa_ix_chunk_n(nc, nx), mode, m.bar + nx % DSA_IX_STAGES);
 		dsa_cp_commit();
-		sl = dsa_ix_slot(bt, pt, pt_inv, c0, nc, nx + 1, mode);
+		sl = dsa_ix_slot(bt, pt, pt_inv, w0 + 128 * (nx + 1), dsa_ix_chunk_n(nc, nx + 1),
+				 mode);
 		if (bulk) {
-			if (off < nc)
-				dsa_mbar_wait(bar + st, (s / DSA_IX_STAGES) & 1);
+			if (cnt)
+				dsa_mbar_wait(m.bar + st, (s / DSA_IX_STAGES) & 1);
 		} else {
 			dsa_cp_wait<DSA_IX_STAGES - 1>();
 		}
 		__syncwarp();
-		if (off < nc)
-			dsa_ix_slab(ring + st * DSA_IX_SLAB_BYTES, qf, wq, NT, kst, krow + off,
-				    dsa_minu(32, nc - off), zero_score);
+		if (cnt)
+			dsa_ix_slab(m.ring + st * DSA_IX_SLAB_BYTES, m.qf, m.wq, NT, m.kst,
+				    krow + 128 * s, cnt, zero_score);
+	}
+	dsa_cp_wait<0>();
+}
+
+HACCEL_K void __launch_bounds__(DSA_IX_THREADS, 4)
+haccel_dsa_ix_score_dyn(uint32_t *keys, uint32_t stride, uint8_t *qp, uint32_t NT,
+			const uint32_t *pos, const uint32_t *bt_row, const uint8_t *region,
+			const uint32_t *block_tables, uint32_t bt_stride, uint32_t pt,
+			uint32_t max_pos, uint32_t mode, uint32_t)
+{
+	HAC_PDL_DEFERRED();
+	static_assert(DSA_IX_STAGES == 2, "the unit queue below holds three slabs");
+	uint32_t t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	uint32_t n = dsa_minu(pos[t], max_pos) + 1, nu = (n + 31) / 32, qb = dsa_ix_qbytes(NT);
+	uint32_t W = gridDim.y * DSA_IX_WARPS, gw = blockIdx.y * DSA_IX_WARPS + warp;
+	/* the first positions (n past the last) of the warp's slab scored now
+	 * (k = gw first), the one in flight and the next to issue */
+	uint32_t p0 = dsa_ix_unit_p(gw, nu, n), p1 = dsa_ix_unit_p(gw + W, nu, n);
+	uint32_t p2 = dsa_ix_unit_p(gw + 2 * W, nu, n);
+
+	if (blockIdx.y * DSA_IX_WARPS >= nu) {
+		HAC_PDL();
+		return;
+	}
+	dsa_ix_smem m = dsa_ix_carve(NT, qb, mode == DSA_IX_BULK);
+	const uint32_t *bt = block_tables + (size_t)bt_row[t] * bt_stride;
+	uint32_t *ctr = (uint32_t *)(qp + (size_t)t * qb + NT * 2048 + NT * 32) + 1;
+	uint32_t *krow = keys + (size_t)t * stride;
+	uint32_t sl, pt_inv = 0xffffffffu / pt;
+
+	/* The first slab is issued before the wait for the kernel before
+	 * this one (HAC_PDL: the queries' preparation): the keys, positions
+	 * and block tables are not its output; the counter is. */
+	sl = dsa_ix_slot(bt, pt, pt_inv, p0, dsa_ix_unit_n(p0, n), mode);
+	dsa_ix_issue(m.ring, sl, region, dsa_ix_unit_n(p0, n), mode, m.bar);
+	dsa_cp_commit();
+	sl = dsa_ix_slot(bt, pt, pt_inv, p1, dsa_ix_unit_n(p1, n), mode);
+	HAC_PDL();
+	dsa_ix_queries(qp + (size_t)t * qb, qb);
+	/* The slab after p2's (a counter of 0 gives k = 3 W), asked for now. */
+	bool asked3 = p2 < n;
+	uint32_t got3 = asked3 && lane == 0 ? atomicAdd(ctr, 1u) : 0;
+
+	/* The queries are in (bulk slabs may still be on their way; cp.async
+	 * ones, committed before the queries, are in too). */
+	dsa_cp_wait<0>();
+	__syncthreads();
+	float zero_score = m.wq[NT * 8];
+
+	for (uint32_t s = 0; p0 < n; s++) {
+		uint32_t st = s % DSA_IX_STAGES, c1 = dsa_ix_unit_n(p1, n), got = 0;
+		bool asked = p2 < n;
+
+		/* Everyone is done with the buffer slab s + 1 overwrites. */
+		__syncwarp();
+		dsa_ix_issue(m.ring + (st ^ 1) * DSA_IX_SLAB_BYTES, sl, region, c1, mode,
+			     m.bar + (st ^ 1));
+		dsa_cp_commit();
+		/* The slab two after p2's (the one after it is on its way). */
+		if (asked && lane == 0)
+			got = atomicAdd(ctr, 1u);
+		sl = dsa_ix_slot(bt, pt, pt_inv, p2, dsa_ix_unit_n(p2, n), mode);
+		if (mode == DSA_IX_BULK)
+			dsa_mbar_wait(m.bar + st, (s / DSA_IX_STAGES) & 1);
+		else
+			dsa_cp_wait<DSA_IX_STAGES - 1>();
+		__syncwarp();
+		dsa_ix_slab(m.ring + st * DSA_IX_SLAB_BYTES, m.qf, m.wq, NT, m.kst, krow + p0,
+			    dsa_ix_unit_n(p0, n), zero_score);
+		got3 = __shfl_sync(0xffffffffu, got3, 0);
+		p0 = p1;
+		p1 = p2;
+		p2 = dsa_ix_unit_p(asked3 ? 3 * W + got3 : nu, nu, n);
+		got3 = got;
+		asked3 = asked;
 	}
 	dsa_cp_wait<0>();
 }

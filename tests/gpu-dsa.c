@@ -887,6 +887,47 @@ static void test_indexer_groups(void)
 	gpu_close();
 }
 
+/*
+ * A full batch of 64 tokens with long, ragged prefixes (blocks of the
+ * scoring at every stage of their chunks, some with nothing past a short
+ * prefix), whole-slab bulk copies (64-token pages) and topk 2048: the
+ * scoring's work spread over many blocks a token, as in decode; with 16
+ * heads (slabs taken dynamically) and 32 (in chunks).
+ */
+static void test_indexer_batch(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	enum { T = 64, L0 = 9000, L1 = 5000 };
+	uint32_t pos[T], row[T];
+	struct paged pg;
+
+	for (uint32_t t = 0; t < T; t++) {
+		row[t] = t % 3 == 2;
+		pos[t] = (uint32_t)ktap_rand_below(row[t] ? L1 : L0);
+	}
+	pos[0] = L0 - 1;
+	pos[1] = 0;
+	pos[2] = L1 - 1;
+	paged_init(&pg, 64, L0, L1);
+	uint8_t *region = write_keys(&pg, 0);
+	haccel__dptr dreg = gpu_up(region, (size_t)pg.n_pages * pg.P * IK_BYTES);
+	haccel__dptr dbt = gpu_up(pg.bt, 2 * pg.stride * sizeof(uint32_t));
+
+	for (uint32_t IH = 16; IH <= 32; IH += 16) {
+		float *q = xmalloc(T * IH * 128 * sizeof(float));
+		float *w = xmalloc(T * IH * sizeof(float));
+		struct ix_run r = { T, IH, 2048, L0 - 1, pos, row, q, w, 0, 1 };
+
+		fill_qw(q, w, T, IH);
+		check_indexer(g, &pg, region, dreg, dbt, &r);
+		free(q);
+		free(w);
+	}
+	free(region);
+	free(pg.bt);
+	gpu_close();
+}
+
 /* ------------------------------------------------------------------------ */
 /* Sparse MLA                                                               */
 
@@ -1171,6 +1212,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(test_indexer_large),
 	KTAP_CASE(test_indexer_crowded),
 	KTAP_CASE(test_indexer_groups),
+	KTAP_CASE(test_indexer_batch),
 	KTAP_CASE(test_sparse_mla),
 };
 

@@ -203,6 +203,28 @@ static uint32_t ix_chunk(uint32_t T, uint64_t N, int sms)
 	return (uint32_t)best;
 }
 
+/*
+ * Scoring blocks a token for haccel_dsa_ix_score_dyn (its warps take
+ * the token's slabs of 32 positions dynamically): as many as one wave of
+ * IX_SCORE_BLOCKS_SM blocks an SM gives each of the T tokens, and no more
+ * than give each warp a slab of N positions; one at least. On an H200 (132
+ * SMs: 528 slots) at 32K positions: 256 for one token, 16 for 32, 8 for
+ * 64 (512 blocks: the other 16 slots are left to the kernels beside it).
+ */
+static uint32_t ix_blocks(uint32_t T, uint64_t N, int sms)
+{
+	uint64_t slots = (uint64_t)IX_SCORE_BLOCKS_SM * (uint64_t)(sms > 0 ? sms : 1);
+	uint64_t b = slots / (T ? T : 1), most = (N + 127) / 128;
+
+	if (b > most)
+		b = most;
+	return b ? (uint32_t)b : 1;
+}
+
+/* The scoring takes slabs dynamically up to this many index heads (dsa.cu,
+ * haccel_dsa_ix_score_dyn), in chunks above. */
+#define IX_DYN_HEADS 16
+
 /* Scratch: the prepared queries of a group's tokens (room for 128 heads),
  * then its rows of keys. */
 size_t haccel__cuda_indexer_scratch(uint32_t T, uint32_t max_pos, uint32_t topk)
@@ -233,6 +255,7 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
 	uint32_t mode = region % 16 ? 0 : page_tokens % 32 == 0 ? 2 : page_tokens % 4 == 0 ? 1 : 0;
 	haccel__dptr qp = scratch, keys = scratch + align256((uint64_t)tg * qbytes);
 	void *fprep, *fscore, *ftopk;
+	bool dyn = IH <= IX_DYN_HEADS;
 
 	if (!IH || IH > IX_MAX_HEADS || !topk || topk > IX_MAX_TOPK || !page_tokens ||
 	    max_pos >= IX_MAX_POS || !scratch || region % 4)
@@ -244,7 +267,8 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
 	uint32_t cap32 = (uint32_t)cap, smem_t = cap32 * 8 + (2048 + 32) * 4 + 272;
 	int ret = haccel__gpu_fn(g, "haccel_dsa_ix_prep", &fprep);
 	if (!ret)
-		ret = haccel__gpu_fn(g, "haccel_dsa_ix_score", &fscore);
+		ret = haccel__gpu_fn(g, dyn ? "haccel_dsa_ix_score_dyn" : "haccel_dsa_ix_score",
+				     &fscore);
 	if (!ret)
 		ret = haccel__gpu_fn(g, "haccel_dsa_ix_topk", &ftopk);
 	if (!ret)
@@ -259,12 +283,14 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
 		haccel__dptr pt = pos + (uint64_t)t0 * 4, rt = bt_row + (uint64_t)t0 * 4;
 		haccel__dptr st = sel + (uint64_t)t0 * topk * 4, nt = n_sel + (uint64_t)t0 * 4;
 		uint32_t chunk = ix_chunk(n, (uint64_t)max_pos + 1, g->cu->sm_count);
-		uint32_t ch = (uint32_t)(((uint64_t)max_pos + chunk) / chunk);
+		uint32_t nb = dyn ? ix_blocks(n, (uint64_t)max_pos + 1, g->cu->sm_count)
+				  : (uint32_t)(((uint64_t)max_pos + chunk) / chunk);
 
 		ret = HACCEL__LAUNCH(g, fprep, n, NT, 1, 256, 1, 1, 0, stream, &qp, &qt, &wt, &IH,
 				     &NT);
+		/* (the dynamic form takes the chunk too, and does not read it) */
 		if (!ret)
-			ret = HACCEL__LAUNCH(g, fscore, n, ch, 1, 128, 1, 1, smem_s, stream, &keys,
+			ret = HACCEL__LAUNCH(g, fscore, n, nb, 1, 128, 1, 1, smem_s, stream, &keys,
 					     &stride, &qp, &NT, &pt, &rt, &region, &block_tables,
 					     &bt_stride, &page_tokens, &max_pos, &mode, &chunk);
 		if (!ret)
