@@ -601,6 +601,23 @@ static void fill_qw(float *q, float *w, uint32_t T, uint32_t IH)
 		w[i] = frand(-1, 1) * 0.5f + 0.25f; /* mostly positive, some negative */
 }
 
+/* check_indexer with fresh queries and weights (fill_qw) for r's tokens
+ * and heads. */
+static void check_indexer_qw(struct haccel__gpu *g, const struct paged *pg,
+			     const uint8_t *region, haccel__dptr dreg, haccel__dptr dbt,
+			     struct ix_run r)
+{
+	float *q = xmalloc((size_t)r.T * r.IH * 128 * sizeof(float));
+	float *w = xmalloc((size_t)r.T * r.IH * sizeof(float));
+
+	fill_qw(q, w, r.T, r.IH);
+	r.q = q;
+	r.w = w;
+	check_indexer(g, pg, region, dreg, dbt, &r);
+	free(q);
+	free(w);
+}
+
 /*
  * Small prefixes of two sequences: positions 0, below and above topk, both
  * copy paths (page_tokens 16: 16-byte copies; 5: 4-byte), head counts that
@@ -628,15 +645,10 @@ static void test_indexer(void)
 		haccel__dptr dbt = gpu_up(pg.bt, 2 * pg.stride * sizeof(uint32_t));
 
 		for (unsigned int c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
-			uint32_t IH = cfg[c][0];
-			float *q = xmalloc(10 * IH * 128 * sizeof(float));
-			float *w = xmalloc(10 * IH * sizeof(float));
-			struct ix_run r = { 10, IH, cfg[c][1], 299, pos, row, q, w, 0, 0 };
+			struct ix_run r = { 10, cfg[c][0], cfg[c][1], 299, pos, row, NULL, NULL,
+					    0, 0 };
 
-			fill_qw(q, w, 10, IH);
-			check_indexer(g, &pg, region, dreg, dbt, &r);
-			free(q);
-			free(w);
+			check_indexer_qw(g, &pg, region, dreg, dbt, r);
 		}
 		free(region);
 		free(pg.bt);
@@ -914,14 +926,9 @@ static void test_indexer_batch(void)
 	haccel__dptr dbt = gpu_up(pg.bt, 2 * pg.stride * sizeof(uint32_t));
 
 	for (uint32_t IH = 16; IH <= 32; IH += 16) {
-		float *q = xmalloc(T * IH * 128 * sizeof(float));
-		float *w = xmalloc(T * IH * sizeof(float));
-		struct ix_run r = { T, IH, 2048, L0 - 1, pos, row, q, w, 0, 1 };
+		struct ix_run r = { T, IH, 2048, L0 - 1, pos, row, NULL, NULL, 0, 1 };
 
-		fill_qw(q, w, T, IH);
-		check_indexer(g, &pg, region, dreg, dbt, &r);
-		free(q);
-		free(w);
+		check_indexer_qw(g, &pg, region, dreg, dbt, r);
 	}
 	free(region);
 	free(pg.bt);
