@@ -607,7 +607,7 @@ __device__ __forceinline__ void dsa_emit(const uint32_t *keys, uint32_t N, uint3
 
 /* Bytes of a token's prepared queries: the fragments (NT * 2048), the head
  * weights (8 NT floats), the score of an all-NaN key, then the scoring's
- * counter (haccel_dsa_ix_score) and padding: 16 bytes. */
+ * counter (haccel_dsa_ix_score_dyn) and padding: 16 bytes. */
 __device__ __forceinline__ uint32_t dsa_ix_qbytes(uint32_t NT)
 {
 	return NT * 2048 + NT * 32 + 16;
@@ -932,9 +932,9 @@ __device__ __forceinline__ uint32_t dsa_ix_chunk_n(uint32_t nc, uint32_t s)
  * queries: haccel_dsa_ix_prep zeroes it), until k reaches the slab count
  * (slab k: positions from 32 k). The counter is read two slabs before the
  * slab's slots are looked up (its atomics take long under the streams'
- * load). On an H200 (2026-12-03) it was 0.5-1.6% of copy faster than the
- * chunked form with 16 heads and 3-5% slower with 32 (docs/benchmarks.md,
- * twenty-fifth entry).
+ * load). On an H200 (2026-12-03) it read 0.6-2.0 points of copy more than
+ * the chunked form with 16 heads and 2.6-5.1 fewer with 32
+ * (docs/benchmarks.md, twenty-fifth entry).
  *
  * Shared memory (ops_dsa.c computes the same size): the prepared queries
  * (dsa_ix_qbytes(NT)), then per warp 32 key words, then per warp a ring

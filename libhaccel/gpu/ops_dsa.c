@@ -282,13 +282,13 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
 		haccel__dptr qt = q + (uint64_t)t0 * IH * 128 * 4, wt = w + (uint64_t)t0 * IH * 4;
 		haccel__dptr pt = pos + (uint64_t)t0 * 4, rt = bt_row + (uint64_t)t0 * 4;
 		haccel__dptr st = sel + (uint64_t)t0 * topk * 4, nt = n_sel + (uint64_t)t0 * 4;
-		uint32_t chunk = ix_chunk(n, (uint64_t)max_pos + 1, g->cu->sm_count);
+		uint32_t chunk = dyn ? 0 : ix_chunk(n, (uint64_t)max_pos + 1, g->cu->sm_count);
 		uint32_t nb = dyn ? ix_blocks(n, (uint64_t)max_pos + 1, g->cu->sm_count)
 				  : (uint32_t)(((uint64_t)max_pos + chunk) / chunk);
 
 		ret = HACCEL__LAUNCH(g, fprep, n, NT, 1, 256, 1, 1, 0, stream, &qp, &qt, &wt, &IH,
 				     &NT);
-		/* (the dynamic form takes the chunk too, and does not read it) */
+		/* (the dynamic form takes a chunk too, and does not read it) */
 		if (!ret)
 			ret = HACCEL__LAUNCH(g, fscore, n, nb, 1, 128, 1, 1, smem_s, stream, &keys,
 					     &stride, &qp, &NT, &pt, &rt, &region, &block_tables,
