@@ -349,12 +349,18 @@ HACCEL_K void haccel_kda_gated_rmsnorm_bf16(uint16_t *y, const float *o, const f
 /* The recurrence (decode)                                                  */
 
 /*
- * grid (n_seg, H, ceil(V / 32)), block 256. Thread (warp w, lane l) owns
- * columns c0 = 32 blockIdx.z + 4 (l & 7) .. c0 + 3 of rows
- * r_i = 4 w + (l >> 3) + 32 i, i < NR (NR = K / 32 rounded up, rows past
- * K are zeros): a warp's load covers 4 rows of 128 contiguous bytes. State
- * and v, o go as float4 (16-byte aligned, V % 4 == 0: checked by the
- * wrapper).
+ * grid (n_seg, H, ceil(V / TV)), block 256, TV = 32 or 64 columns of V a
+ * block. Thread (warp w, lane l) owns columns c0 = TV blockIdx.z + 4 (l %
+ * CG) .. c0 + 3 (CG = TV / 4 column groups) of rows r_i = RW w + l / CG +
+ * 8 RW i, i < NR (RW = 32 / CG rows a warp load: 4 or 2; NR = K / (8 RW)
+ * rounded up, rows past K are zeros): a warp's load covers RW rows of TV *
+ * 4 contiguous bytes. State and v, o go as float4 (16-byte aligned, V % 4
+ * == 0: checked by the wrapper). The wide tile (64 columns, the _w
+ * kernels; K <= 128) reads each 512-byte row of a 128-column state in two
+ * halves rather than four quarters, at 4 blocks an SM against 5: H200,
+ * batch 64, 32 or 64 heads, 89-91% of the copy bandwidth against 75-77%
+ * (docs/benchmarks.md); with few blocks the narrow tile's larger grid
+ * wins.
  */
 /*
  * RAW: q, k, gt and beta as the projections left them; each token's gate,
@@ -368,7 +374,7 @@ struct kda_raw {
 	float lb, scale;
 };
 
-template <int NR, bool RAW>
+template <int NR, int TV, bool RAW>
 __device__ __forceinline__ void kda_recurrent(const float *q, const float *k, const float *v,
 					      const float *gt, const float *beta, float *o,
 					      uint32_t H, uint32_t K, uint32_t V,
@@ -376,11 +382,12 @@ __device__ __forceinline__ void kda_recurrent(const float *q, const float *k, co
 					      char *state_base, uint64_t slot_stride,
 					      const kda_raw &kr)
 {
-	__shared__ float sk[32 * NR], sq[32 * NR], se[32 * NR];
-	__shared__ float4 red[2][8][8]; /* [k^T S, q^T S][warp][column group] */
-	const uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, cg = lane & 7;
-	const uint32_t rl = warp * 4 + (lane >> 3), h = blockIdx.y;
-	const uint32_t col = blockIdx.z * KDA_TILE_V + cg * 4;
+	constexpr uint32_t CG = TV / 4, RW = 32 / CG; /* column groups, rows a warp load */
+	__shared__ float sk[8 * RW * NR], sq[8 * RW * NR], se[8 * RW * NR];
+	__shared__ float4 red[2][8][CG]; /* [k^T S, q^T S][warp][column group] */
+	const uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, cg = lane % CG;
+	const uint32_t rl = warp * RW + lane / CG, h = blockIdx.y;
+	const uint32_t col = blockIdx.z * TV + cg * 4;
 	const uint32_t t0 = seg_off[blockIdx.x], t1 = seg_off[blockIdx.x + 1];
 	const bool act = col < V;
 	float4 S[NR];
@@ -398,7 +405,7 @@ __device__ __forceinline__ void kda_recurrent(const float *q, const float *k, co
 	 * (in a decode step it is the convolution). */
 #pragma unroll
 	for (int i = 0; i < NR; i++) {
-		uint32_t r = rl + 32 * i;
+		uint32_t r = rl + 8 * RW * i;
 
 		S[i] = act && r < K ? *(const float4 *)(Sh + (size_t)r * V) : kda_f4(0.0f);
 	}
@@ -431,15 +438,17 @@ __device__ __forceinline__ void kda_recurrent(const float *q, const float *k, co
 		float4 p = kda_f4(0.0f);
 #pragma unroll
 		for (int i = 0; i < NR; i++) {
-			uint32_t r = rl + 32 * i;
+			uint32_t r = rl + 8 * RW * i;
 
 			if (r < K) {
 				S[i] = kda_scale4(se[r], S[i]);
 				p = kda_fma4(sk[r], S[i], p);
 			}
 		}
-		p = kda_shfl_xor4(kda_shfl_xor4(p, 8), 16);
-		if (lane < 8)
+#pragma unroll
+		for (uint32_t o = CG; o < 32; o <<= 1)
+			p = kda_shfl_xor4(p, o);
+		if (lane < CG)
 			red[0][warp][lane] = p;
 		__syncthreads();
 		float4 ks = red[0][0][cg];
@@ -452,21 +461,23 @@ __device__ __forceinline__ void kda_recurrent(const float *q, const float *k, co
 		p = kda_f4(0.0f);
 #pragma unroll
 		for (int i = 0; i < NR; i++) {
-			uint32_t r = rl + 32 * i;
+			uint32_t r = rl + 8 * RW * i;
 
 			if (r < K) {
 				S[i] = kda_fma4(sk[r], u, S[i]);
 				p = kda_fma4(sq[r], S[i], p);
 			}
 		}
-		p = kda_shfl_xor4(kda_shfl_xor4(p, 8), 16);
-		if (lane < 8)
+#pragma unroll
+		for (uint32_t o = CG; o < 32; o <<= 1)
+			p = kda_shfl_xor4(p, o);
+		if (lane < CG)
 			red[1][warp][lane] = p;
 		/* The next token's staging writes sk, sq, se only after this
 		 * barrier, when every thread is done with them; red[0] is
 		 * rewritten two barriers later, red[1] three. */
 		__syncthreads();
-		if (warp == 0 && lane < 8 && act) {
+		if (warp == 0 && lane < CG && act) {
 			float4 os = red[1][0][cg];
 #pragma unroll
 			for (int w = 1; w < 8; w++)
@@ -477,40 +488,43 @@ __device__ __forceinline__ void kda_recurrent(const float *q, const float *k, co
 
 #pragma unroll
 	for (int i = 0; i < NR; i++) {
-		uint32_t r = rl + 32 * i;
+		uint32_t r = rl + 8 * RW * i;
 
 		if (act && r < K)
 			*(float4 *)(Sh + (size_t)r * V) = S[i];
 	}
 }
 
-#define KDA_RECURRENT(name, NR)                                                               \
-	HACCEL_K void __launch_bounds__(256)                                                  \
+#define KDA_RECURRENT(name, NR, TV, ...)                                                      \
+	HACCEL_K void __launch_bounds__(__VA_ARGS__)                                          \
 		name(const float *q, const float *k, const float *v, const float *gt,         \
-		     const float *beta, float *o, uint32_t H, uint32_t K, uint32_t V,          \
+		     const float *beta, float *o, uint32_t H, uint32_t K, uint32_t V,         \
 		     const uint32_t *seg_off, const uint32_t *seg_slot, char *state_base,     \
 		     uint64_t slot_stride)                                                    \
 	{                                                                                     \
 		HAC_PDL_DEFERRED();                                                           \
-		kda_recurrent<NR, false>(q, k, v, gt, beta, o, H, K, V, seg_off, seg_slot,    \
-					 state_base, slot_stride, kda_raw{});                 \
+		kda_recurrent<NR, TV, false>(q, k, v, gt, beta, o, H, K, V, seg_off,          \
+					     seg_slot, state_base, slot_stride, kda_raw{});   \
 	}                                                                                     \
-	HACCEL_K void __launch_bounds__(256)                                                  \
+	HACCEL_K void __launch_bounds__(__VA_ARGS__)                                          \
 		name##_raw(const float *q, const float *k, const float *v, const float *gt,   \
-			   const float *beta, float *o, uint32_t H, uint32_t K, uint32_t V,    \
-			   const uint32_t *seg_off, const uint32_t *seg_slot,                  \
-			   char *state_base, uint64_t slot_stride, const float *A_log,         \
-			   const float *dt_bias, int form, float lb, float scale)              \
+			   const float *beta, float *o, uint32_t H, uint32_t K, uint32_t V,   \
+			   const uint32_t *seg_off, const uint32_t *seg_slot,                 \
+			   char *state_base, uint64_t slot_stride, const float *A_log,        \
+			   const float *dt_bias, int form, float lb, float scale)             \
 	{                                                                                     \
 		HAC_PDL_DEFERRED();                                                           \
-		kda_recurrent<NR, true>(q, k, v, gt, beta, o, H, K, V, seg_off, seg_slot,     \
-					state_base, slot_stride,                              \
-					kda_raw{ A_log, dt_bias, form, lb, scale });          \
+		kda_recurrent<NR, TV, true>(q, k, v, gt, beta, o, H, K, V, seg_off,           \
+					    seg_slot, state_base, slot_stride,                \
+					    kda_raw{ A_log, dt_bias, form, lb, scale });      \
 	}
 
-KDA_RECURRENT(haccel_kda_recurrent_64, 2)
-KDA_RECURRENT(haccel_kda_recurrent_128, 4)
-KDA_RECURRENT(haccel_kda_recurrent_256, 8)
+/* (launch bounds: the wide tile's 64 registers keep 4 blocks an SM) */
+KDA_RECURRENT(haccel_kda_recurrent_64, 2, 32, 256)
+KDA_RECURRENT(haccel_kda_recurrent_128, 4, 32, 256)
+KDA_RECURRENT(haccel_kda_recurrent_256, 8, 32, 256)
+KDA_RECURRENT(haccel_kda_recurrent_64w, 4, 64, 256, 4)
+KDA_RECURRENT(haccel_kda_recurrent_128w, 8, 64, 256, 4)
 
 /* ------------------------------------------------------------------------ */
 /* The chunked form (prefill)                                               */

@@ -580,21 +580,30 @@ static void t_recurrent_segments(void)
 					i == 1 ? G_MIXED : G_STRONG);
 		struct kin_dev d = upload_in(&in);
 		size_t np = sg.n_slots * slot_floats(&in), no = (size_t)sg.T * in.H * in.V;
-		float *pool = rnd(np, -1.0f, 1.0f), *pool_ref = hdup(pool, np);
-		float *o = hbuf(no), *o_ref = hbuf(no);
-		char what[64];
+		float *pool0 = rnd(np, -1.0f, 1.0f), *pool_ref = hdup(pool0, np);
+		float *o_ref = hbuf(no);
 
 		ref_segments(pool_ref, &sg, &in, o_ref, 0);
-		gpu_segments(g, pool, &sg, &in, &d, o, 0);
-		snprintf(what, sizeof(what), "recurrent H=%u K=%u V=%u", in.H, in.K, in.V);
-		expect_rec(what, o, o_ref, pool, pool_ref, no, np);
+		/* Both column tiles (K = 256 has only the narrow one). */
+		for (int tile = 32; tile <= 64; tile += 32) {
+			float *pool = hdup(pool0, np), *o = hbuf(no);
+			char what[64];
+
+			g->kda_tile = tile;
+			gpu_segments(g, pool, &sg, &in, &d, o, 0);
+			snprintf(what, sizeof(what), "recurrent H=%u K=%u V=%u, tile %d", in.H, in.K,
+				 in.V, tile);
+			expect_rec(what, o, o_ref, pool, pool_ref, no, np);
+		}
 	}
+	g->kda_tile = 0;
 	hfree_all();
 	gpu_close();
 }
 
 /* Decode: 64 sequences of one token, H = 8 heads of 128 x 128, two steps
- * (the second reads what the first wrote). */
+ * (the second reads what the first wrote), with each column tile (the
+ * library picks one by the grid; HACCEL_KDA_TILE does for a process). */
 static void t_recurrent_decode(void)
 {
 	struct haccel__gpu *g = gpu_open();
@@ -605,20 +614,25 @@ static void t_recurrent_decode(void)
 	for (uint32_t s = 0; s < B; s++)
 		lens[s] = 1;
 	segs_make(&sg, lens, B);
-	struct kin in0 = make_in(B, H, K, V, G_MIXED);
-	size_t np = sg.n_slots * slot_floats(&in0), no = (size_t)B * H * V;
-	float *pool = rnd(np, -1.0f, 1.0f), *pool_ref = hdup(pool, np);
-	float *o = hbuf(no), *o_ref = hbuf(no);
+	for (int tile = 32; tile <= 64; tile += 32) {
+		struct kin in0 = make_in(B, H, K, V, G_MIXED);
+		size_t np = sg.n_slots * slot_floats(&in0), no = (size_t)B * H * V;
+		float *pool = rnd(np, -1.0f, 1.0f), *pool_ref = hdup(pool, np);
+		float *o = hbuf(no), *o_ref = hbuf(no);
 
-	for (int step = 0; step < 2; step++) {
-		struct kin in = step ? make_in(B, H, K, V, G_STRONG) : in0;
-		struct kin_dev d = upload_in(&in);
+		g->kda_tile = tile;
+		for (int step = 0; step < 2; step++) {
+			struct kin in = step ? make_in(B, H, K, V, G_STRONG) : in0;
+			struct kin_dev d = upload_in(&in);
+			char what[48];
 
-		ref_segments(pool_ref, &sg, &in, o_ref, 0);
-		gpu_segments(g, pool, &sg, &in, &d, o, 0);
-		expect_rec(step ? "decode step 2" : "decode step 1", o, o_ref, pool, pool_ref, no,
-			   np);
+			ref_segments(pool_ref, &sg, &in, o_ref, 0);
+			gpu_segments(g, pool, &sg, &in, &d, o, 0);
+			snprintf(what, sizeof(what), "decode step %d, tile %d", step + 1, tile);
+			expect_rec(what, o, o_ref, pool, pool_ref, no, np);
+		}
 	}
+	g->kda_tile = 0;
 	hfree_all();
 	gpu_close();
 }
@@ -629,7 +643,8 @@ static void t_recurrent_decode(void)
  * recurrence kernels run in turn on the same inputs: o and every slot the
  * same bits, and the raw inputs left as they were. Both gate forms, the
  * three kernel sizes (K = 128, 64 with a partial column tile, 256), the
- * mixed segments and a decode-like batch of one-token segments.
+ * mixed segments and a decode-like batch of one-token segments, with each
+ * column tile.
  */
 static void t_recurrent_raw(void)
 {
@@ -642,9 +657,12 @@ static void t_recurrent_raw(void)
 		ones[s] = 1;
 	segs_make(&sgs[0], mixed_lens, N_MIXED);
 	segs_make(&sgs[1], ones, 40);
-	for (unsigned int c = 0; c < 6; c++) {
+	for (unsigned int c = 0; c < 12; c++) {
 		const struct segs *sg = &sgs[c % 2];
-		uint32_t H = dims[c / 2][0], K = dims[c / 2][1], V = dims[c / 2][2], T = sg->T;
+		int tile = c < 6 ? 32 : 64;
+		unsigned int mark = gpu_n_bufs;
+		uint32_t H = dims[c % 6 / 2][0], K = dims[c % 6 / 2][1], V = dims[c % 6 / 2][2];
+		uint32_t T = sg->T;
 		int form = (int)(c % 2);
 		float lb = -5.0f;
 		size_t nk = (size_t)T * H * K, nv = (size_t)T * H * V, nb = (size_t)T * H;
@@ -665,8 +683,9 @@ static void t_recurrent_raw(void)
 		const size_t rn[4] = { nk, nk, nk, nb };
 		bool kept = true;
 
-		ktap_diag("recurrent on raw inputs: H=%u K=%u V=%u, %u segments, gate form %d", H,
-			  K, V, sg->n, form);
+		g->kda_tile = tile;
+		ktap_diag("recurrent on raw inputs: H=%u K=%u V=%u, %u segments, gate form %d, tile %d",
+			  H, K, V, sg->n, form, tile);
 		KTAP_ASSERT_EQ(haccel__cuda_kda_gate(g, NULL, pg, dg, T, H, K, dA, dbias, form, lb),
 			       0);
 		KTAP_ASSERT_EQ(haccel__cuda_kda_prep(g, NULL, pq, pk, pb, T, H, K), 0);
@@ -688,8 +707,11 @@ static void t_recurrent_raw(void)
 				kept = false;
 		}
 		KTAP_EXPECT(kept);
+		/* (the segments' buffers stay: they were made before) */
+		gpu_free_to(mark);
+		hfree_all();
 	}
-	hfree_all();
+	g->kda_tile = 0;
 	gpu_close();
 }
 

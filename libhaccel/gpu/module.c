@@ -50,6 +50,11 @@ int haccel__gpu_get(struct haccel_ctx *ctx, struct haccel__gpu **out)
 		       !strcmp(env, "wg32") ? 32 :
 		       !strcmp(env, "wg64") ? 64 :
 					      0;
+	env = getenv("HACCEL_KDA_TILE");
+	g->kda_tile = !env		   ? 0 :
+		      !strcmp(env, "32") ? 32 :
+		      !strcmp(env, "64") ? 64 :
+					   0;
 	env = getenv("HACCEL_SPARSE_MLA");
 	g->sparse_mla = !env		    ? 0 :
 			!strcmp(env, "mma") ? 1 :

@@ -27,6 +27,7 @@ struct haccel__gpu {
 	struct haccel__blas *blas; /* cuBLASLt, loaded on first GEMM */
 	bool gemm_lt_only;         /* HACCEL_GEMM=cublaslt: no few-row kernel */
 	int kda_pass2;             /* HACCEL_KDA_PASS2: 0 auto, 1 mma, 32 or 64 (wg32, wg64) */
+	int kda_tile;              /* HACCEL_KDA_TILE: 0 auto, 32 or 64 columns (recurrence) */
 	int sparse_mla;            /* HACCEL_SPARSE_MLA (16-head groups): 0 auto, 1 mma, 2 ws */
 	bool pdl;                  /* programmatic dependent launches (sm_90+) */
 	int mla_merge;             /* HACCEL_MLA_MERGE: 0 auto (in the cluster), 1 kernel */

@@ -142,14 +142,29 @@ int haccel__cuda_kda_prep(struct haccel__gpu *g, void *stream, haccel__dptr q,
 			      &q, &k, &beta, &K, &rows, &scale);
 }
 
-/* The recurrent kernel for K, its raw-input form with raw (kda.cu). */
-static const char *recurrent_name(uint32_t K, bool raw)
+/* The recurrent kernel for K, its raw-input form with raw, the wide tile
+ * with wide (kda.cu; K <= 128). */
+static const char *recurrent_name(uint32_t K, bool raw, bool wide)
 {
+	if (wide)
+		return K <= 64 ? (raw ? "haccel_kda_recurrent_64w_raw" : "haccel_kda_recurrent_64w") :
+				 (raw ? "haccel_kda_recurrent_128w_raw" : "haccel_kda_recurrent_128w");
 	if (K <= 64)
 		return raw ? "haccel_kda_recurrent_64_raw" : "haccel_kda_recurrent_64";
 	if (K <= 128)
 		return raw ? "haccel_kda_recurrent_128_raw" : "haccel_kda_recurrent_128";
 	return raw ? "haccel_kda_recurrent_256_raw" : "haccel_kda_recurrent_256";
+}
+
+/* 64 columns a block for the recurrence (kda.cu) where that makes at least
+ * two waves of 4 blocks an SM; HACCEL_KDA_TILE=32|64 picks one. */
+static bool wide_tile(struct haccel__gpu *g, uint32_t K, uint32_t V, uint32_t H,
+		      uint32_t n_seg)
+{
+	uint64_t sms = g->cu->sm_count > 0 ? (uint64_t)g->cu->sm_count : 1;
+
+	return K <= 128 && (g->kda_tile == 64 ||
+			    (!g->kda_tile && (uint64_t)n_seg * H * ((V + 63) / 64) >= 8 * sms));
 }
 
 /* The raw-input form's extra arguments (haccel__cuda_kda_recurrent_raw). */
@@ -165,14 +180,15 @@ static int recurrent(struct haccel__gpu *g, void *stream, haccel__dptr q, haccel
 		     haccel__dptr seg_off, haccel__dptr seg_slot, haccel__dptr state_base,
 		     uint64_t slot_stride, struct rec_raw *r)
 {
-	uint32_t tiles = (V + KDA_TILE_V - 1) / KDA_TILE_V;
+	bool wide = wide_tile(g, K, V, H, n_seg);
+	uint32_t tiles = wide ? (V + 63) / 64 : (V + KDA_TILE_V - 1) / KDA_TILE_V;
 
 	if (!K || K > KDA_MAX_K || !V || V % 4 || H > 65535 || n_seg > 0x7fffffffu ||
 	    misaligned(v) || misaligned(o) || misaligned(state_base) || misaligned(slot_stride))
 		return -EINVAL;
 	if (!T || !H || !n_seg)
 		return 0;
-	FN(recurrent_name(K, r != NULL));
+	FN(recurrent_name(K, r != NULL, wide));
 	if (!r)
 		return HACCEL__LAUNCH(g, fn, n_seg, H, tiles, 256, 1, 1, 0, stream, &q, &k, &v, &gt,
 				      &beta, &o, &H, &K, &V, &seg_off, &seg_slot, &state_base,
