@@ -212,9 +212,14 @@ readelf -l "$busybox" 2>/dev/null | grep -q 'Requesting program interpreter' &&
 	skip_all "$busybox is not static: install busybox-static"
 
 # modinfo_field KO FIELD: a field of a module's .modinfo, without kmod.
+# (objcopy writes a file: binutils 2.40 cannot write the section to a pipe.)
 modinfo_field() {
-	objcopy -O binary --only-section=.modinfo "$1" /dev/stdout 2>/dev/null |
-		tr '\0' '\n' | sed -n "s/^$2=//p" | head -n 1
+	local out
+
+	out=$(mktemp "${TMPDIR:-/tmp}/haccel-modinfo.XXXXXX") || return 1
+	objcopy -O binary --only-section=.modinfo "$1" "$out" 2>/dev/null &&
+		tr '\0' '\n' < "$out" | sed -n "s/^$2=//p" | head -n 1
+	rm -f "$out"
 }
 
 # --- the kernel: cached vmlinux and modules ----------------------------------
