@@ -519,7 +519,7 @@ __device__ __forceinline__ void kda_recurrent(const float *q, const float *k, co
 					    kda_raw{ A_log, dt_bias, form, lb, scale });      \
 	}
 
-/* (launch bounds: the wide tile's 64 registers keep 4 blocks an SM) */
+/* The wide tile's bounds hold it to 64 registers: 4 blocks an SM. */
 KDA_RECURRENT(haccel_kda_recurrent_64, 2, 32, 256)
 KDA_RECURRENT(haccel_kda_recurrent_128, 4, 32, 256)
 KDA_RECURRENT(haccel_kda_recurrent_256, 8, 32, 256)

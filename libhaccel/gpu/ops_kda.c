@@ -21,6 +21,7 @@
 #define KDA_C 64
 #define KDA_MAX_K 256
 #define KDA_TILE_V 32
+#define KDA_TILE_VW 64 /* the recurrence's wide tile (kda.cu, the _w kernels) */
 
 #define FN(name)                                              \
 	void *fn;                                             \
@@ -156,15 +157,16 @@ static const char *recurrent_name(uint32_t K, bool raw, bool wide)
 	return raw ? "haccel_kda_recurrent_256_raw" : "haccel_kda_recurrent_256";
 }
 
-/* 64 columns a block for the recurrence (kda.cu) where that makes at least
- * two waves of 4 blocks an SM; HACCEL_KDA_TILE=32|64 picks one. */
+/* The wide tile for the recurrence (kda.cu) where it makes at least two
+ * waves of 4 blocks an SM; HACCEL_KDA_TILE=32|64 picks one. */
 static bool wide_tile(struct haccel__gpu *g, uint32_t K, uint32_t V, uint32_t H,
 		      uint32_t n_seg)
 {
 	uint64_t sms = g->cu->sm_count > 0 ? (uint64_t)g->cu->sm_count : 1;
 
-	return K <= 128 && (g->kda_tile == 64 ||
-			    (!g->kda_tile && (uint64_t)n_seg * H * ((V + 63) / 64) >= 8 * sms));
+	uint64_t blocks = (uint64_t)n_seg * H * ((V + KDA_TILE_VW - 1) / KDA_TILE_VW);
+
+	return K <= 128 && (g->kda_tile == 64 || (!g->kda_tile && blocks >= 8 * sms));
 }
 
 /* The raw-input form's extra arguments (haccel__cuda_kda_recurrent_raw). */
@@ -181,7 +183,7 @@ static int recurrent(struct haccel__gpu *g, void *stream, haccel__dptr q, haccel
 		     uint64_t slot_stride, struct rec_raw *r)
 {
 	bool wide = wide_tile(g, K, V, H, n_seg);
-	uint32_t tiles = wide ? (V + 63) / 64 : (V + KDA_TILE_V - 1) / KDA_TILE_V;
+	uint32_t tw = wide ? KDA_TILE_VW : KDA_TILE_V, tiles = (V + tw - 1) / tw;
 
 	if (!K || K > KDA_MAX_K || !V || V % 4 || H > 65535 || n_seg > 0x7fffffffu ||
 	    misaligned(v) || misaligned(o) || misaligned(state_base) || misaligned(slot_stride))

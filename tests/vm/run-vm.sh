@@ -212,7 +212,7 @@ readelf -l "$busybox" 2>/dev/null | grep -q 'Requesting program interpreter' &&
 	skip_all "$busybox is not static: install busybox-static"
 
 # modinfo_field KO FIELD: a field of a module's .modinfo, without kmod.
-# (objcopy writes a file: binutils 2.40 cannot write the section to a pipe.)
+# (into a file: objcopy 2.40 writes nothing through /dev/stdout.)
 modinfo_field() {
 	local out
 
