@@ -532,10 +532,10 @@ out:
 
 /*
  * Decode GEMMs: every weight shape of the `small` preset's step, by the
- * few-row kernel (up to 16 rows) and by cuBLASLt, at M rows, timed in a CUDA graph as the
- * step runs them. Each call reads another copy of the weights (at least
- * 256 MB of copies in turn), so no call finds them in the L2 cache; bytes
- * are the weights, the input and the output.
+ * few-row kernel (up to 16 rows) and by cuBLASLt, at M rows, timed in a
+ * CUDA graph as the step runs them. Each call reads another copy of the
+ * weights (at least 256 MB of copies in turn), so no call finds them in
+ * the L2 cache; bytes are the weights, the input and the output.
  */
 struct gemm_shape {
 	const char *what;
