@@ -682,6 +682,9 @@ static int bench_gemm(struct gb *b, uint32_t M)
 	};
 	const unsigned int n_sh = sizeof(sh) / sizeof(sh[0]);
 	double step[2] = { 0, 0 }, step_bytes = 0;
+	/* The few-row kernel's rows (blas.h); above, haccel__gemm_run sends
+	 * every GEMM to cuBLASLt, which alone is timed. */
+	bool few = M <= 16;
 	char shape[96];
 
 	for (unsigned int i = 0; i < n_sh; i++) {
@@ -709,9 +712,7 @@ static int bench_gemm(struct gb *b, uint32_t M)
 		if (b->cu->MemsetD8Async(a.w0, 0x3c, wstride * copies, b->g->stream) ||
 		    b->cu->MemsetD8Async(a.op.A, 0x3c, abytes, b->g->stream))
 			return -EIO;
-		/* Above 16 rows the few-row kernel takes no GEMM: cuBLASLt
-		 * alone, as haccel__gemm_run sends them there. */
-		for (int lt = M > 16; lt < 2; lt++) {
+		for (int lt = !few; lt < 2; lt++) {
 			a.lt = lt;
 			t[lt] = time_graph(b, few_once, &a, copies < 40 ? 40 : copies);
 			if (t[lt] <= 0)
@@ -724,12 +725,12 @@ static int bench_gemm(struct gb *b, uint32_t M)
 		if (s->batch > 1)
 			snprintf(nb, sizeof(nb), " x %u", s->batch);
 		snprintf(shape, sizeof(shape), "M=%u %ux%u%s (%s)", M, s->N, s->K, nb, s->what);
-		if (M <= 16)
+		if (few)
 			row(b, "gemm_few", shape, t[0], bytes, 0);
 		row(b, "gemm_cublaslt", shape, t[1], bytes, 0);
 		dfree_to(b, mark);
 	}
-	if (M <= 16)
+	if (few)
 		fprintf(tbl, "  decode GEMMs of small a step at M=%u: few-row kernel %.3f ms, cuBLASLt %.3f ms (%.2fx); the weights at the copy bandwidth %.3f ms\n",
 			M, step[0] * 1e3, step[1] * 1e3, step[1] / step[0],
 			step_bytes / b->copy_bw * 1e3);
@@ -740,7 +741,7 @@ static int bench_gemm(struct gb *b, uint32_t M)
 	json_t *r = json_object();
 	json_object_set_new(r, "kernel", json_string("decode_gemms_small"));
 	json_object_set_new(r, "M", json_integer(M));
-	if (M <= 16)
+	if (few)
 		json_object_set_new(r, "few_seconds_per_step", json_real(step[0]));
 	json_object_set_new(r, "cublaslt_seconds_per_step", json_real(step[1]));
 	json_object_set_new(r, "weight_bytes_per_step", json_real(step_bytes));
@@ -861,14 +862,14 @@ int bench_kernels(int argc, char **argv, int json)
 			ret = bench_dsa(&b, Ds[i], &dop, 16, 2048);
 	if (dsa && !ret && !quick)
 		ret = bench_dsa(&b, 32, &dop, 64, 2048);
+	/* the decode buckets up to 64 rows */
 	const uint32_t Ms[] = { 1, 8, 16, 32, 64 };
 	for (unsigned int i = 0; want[4] && !ret && i < 5; i++)
 		if (!quick || Ms[i] == 1)
 			ret = bench_gemm(&b, Ms[i]);
-	const uint32_t Mg[] = { 1, 8, 16, 32, 64 };
 	for (unsigned int i = 0; want[4] && !ret && i < 5; i++)
-		if (!quick || Mg[i] == 1)
-			ret = bench_group(&b, Mg[i]);
+		if (!quick || Ms[i] == 1)
+			ret = bench_group(&b, Ms[i]);
 	if (ret) {
 		char err[512];
 		haccel_last_error(b.ctx, err, sizeof(err));
