@@ -446,8 +446,8 @@ __device__ __forceinline__ void kda_recurrent(const float *q, const float *k, co
 			}
 		}
 #pragma unroll
-		for (uint32_t o = CG; o < 32; o <<= 1)
-			p = kda_shfl_xor4(p, o);
+		for (uint32_t sh = CG; sh < 32; sh <<= 1)
+			p = kda_shfl_xor4(p, sh);
 		if (lane < CG)
 			red[0][warp][lane] = p;
 		__syncthreads();
@@ -469,8 +469,8 @@ __device__ __forceinline__ void kda_recurrent(const float *q, const float *k, co
 			}
 		}
 #pragma unroll
-		for (uint32_t o = CG; o < 32; o <<= 1)
-			p = kda_shfl_xor4(p, o);
+		for (uint32_t sh = CG; sh < 32; sh <<= 1)
+			p = kda_shfl_xor4(p, sh);
 		if (lane < CG)
 			red[1][warp][lane] = p;
 		/* The next token's staging writes sk, sq, se only after this

@@ -1159,9 +1159,9 @@ static void test_sparse_mla(void)
 		}
 	}
 	g->sparse_mla = keep;
-	ktap_diag("h16w clusters resident at once, by size 2-8 (0: not asked): %d %d %d %d %d %d %d",
-		  g->max_clusters[2], g->max_clusters[3], g->max_clusters[4], g->max_clusters[5],
-		  g->max_clusters[6], g->max_clusters[7], g->max_clusters[8]);
+	for (uint32_t i = 0; i < g->n_clusters; i++)
+		ktap_diag("clusters of %u resident at once: %d (-1: none)", g->clusters[i].cx,
+			  g->clusters[i].n);
 	gpu_close();
 }
 

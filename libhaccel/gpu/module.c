@@ -176,19 +176,25 @@ unsigned int haccel__gpu_max_clusters(struct haccel__gpu *g, void *fn, unsigned 
 		.gx = cx, .gy = 1, .gz = 1, .bx = bx, .by = 1, .bz = 1, .smem = smem,
 		.stream = g->stream, .attrs = &attr, .n_attrs = 1,
 	};
-	int n = 0, have;
+	int n = 0, have = 0;
 
 	if (!cx || cx > 8 || g->cu->cc_major < 9)
 		return 0;
 	pthread_mutex_lock(&g->ctx->lock);
-	have = g->max_clusters[cx];
+	for (uint32_t i = 0; i < g->n_clusters; i++)
+		if (g->clusters[i].fn == fn && g->clusters[i].cx == cx)
+			have = g->clusters[i].n;
 	pthread_mutex_unlock(&g->ctx->lock);
 	if (have)
 		return have > 0 ? (unsigned int)have : 0;
 	if (g->cu->OccupancyMaxActiveClusters(&n, fn, &cfg) || n <= 0)
 		n = -1;
 	pthread_mutex_lock(&g->ctx->lock);
-	g->max_clusters[cx] = n;
+	if (g->n_clusters < HACCEL__GPU_MAX_CLUSTER_ASKS) {
+		g->clusters[g->n_clusters].fn = fn;
+		g->clusters[g->n_clusters].cx = cx;
+		g->clusters[g->n_clusters++].n = n;
+	}
 	pthread_mutex_unlock(&g->ctx->lock);
 	return n > 0 ? (unsigned int)n : 0;
 }

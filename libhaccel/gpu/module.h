@@ -18,6 +18,7 @@ extern const unsigned char haccel__fatbin[];
 extern const uint64_t haccel__fatbin_size;
 
 #define HACCEL__GPU_MAX_FNS 64
+#define HACCEL__GPU_MAX_CLUSTER_ASKS 16
 
 struct haccel__gpu {
 	struct haccel_ctx *ctx;
@@ -31,7 +32,12 @@ struct haccel__gpu {
 	int sparse_mla;            /* HACCEL_SPARSE_MLA (16-head groups): 0 auto, 1 mma, 2 ws */
 	bool pdl;                  /* programmatic dependent launches (sm_90+) */
 	int mla_merge;             /* HACCEL_MLA_MERGE: 0 auto (in the cluster), 1 kernel */
-	int max_clusters[9];       /* haccel__gpu_max_clusters, by size; -1 none; 0 not asked */
+	struct {
+		void *fn;
+		unsigned int cx;
+		int n;             /* clusters resident at once; -1 none */
+	} clusters[HACCEL__GPU_MAX_CLUSTER_ASKS]; /* haccel__gpu_max_clusters; under ctx->lock */
+	uint32_t n_clusters;
 	struct {
 		const char *name;
 		void *fn;
@@ -67,10 +73,12 @@ int haccel__gpu_launch_cl(struct haccel__gpu *g, void *fn, unsigned int gx, unsi
 			  const char *file, int line);
 
 /*
- * How many clusters of cx blocks of bx threads and smem bytes of fn can be
- * resident at once (cuOccupancyMaxActiveClusters), 0 when none can or the
- * driver will not say. Asked once for each cx (at most 8) and kept: the
- * one caller's blocks fill an SM whatever their shared memory.
+ * How many clusters of cx blocks (at most 8) of bx threads and smem bytes
+ * of fn can be resident at once (cuOccupancyMaxActiveClusters), 0 when
+ * none can or the driver will not say. Asked once for each kernel and
+ * cluster size and kept (HACCEL__GPU_MAX_CLUSTER_ASKS of them; past that
+ * asked each time), so a caller must not ask with another bx or smem for
+ * the same kernel: the answer depends on the blocks' resources.
  */
 unsigned int haccel__gpu_max_clusters(struct haccel__gpu *g, void *fn, unsigned int cx,
 				      unsigned int bx, unsigned int smem);
