@@ -682,9 +682,9 @@ static int bench_gemm(struct gb *b, uint32_t M)
 	};
 	const unsigned int n_sh = sizeof(sh) / sizeof(sh[0]);
 	double step[2] = { 0, 0 }, step_bytes = 0;
-	/* The few-row kernel's rows (blas.h); above, haccel__gemm_run sends
-	 * every GEMM to cuBLASLt, which alone is timed. */
-	bool few = M <= 16;
+	/* The few-row kernel's rows; above, haccel__gemm_run sends every
+	 * GEMM to cuBLASLt, which alone is timed. */
+	bool few = M <= HACCEL__GEMM_FEW_ROWS;
 	char shape[96];
 
 	for (unsigned int i = 0; i < n_sh; i++) {
@@ -864,10 +864,12 @@ int bench_kernels(int argc, char **argv, int json)
 		ret = bench_dsa(&b, 32, &dop, 64, 2048);
 	/* the decode buckets up to 64 rows */
 	const uint32_t Ms[] = { 1, 8, 16, 32, 64 };
-	for (unsigned int i = 0; want[4] && !ret && i < 5; i++)
+	const unsigned int n_ms = sizeof(Ms) / sizeof(Ms[0]);
+
+	for (unsigned int i = 0; want[4] && !ret && i < n_ms; i++)
 		if (!quick || Ms[i] == 1)
 			ret = bench_gemm(&b, Ms[i]);
-	for (unsigned int i = 0; want[4] && !ret && i < 5; i++)
+	for (unsigned int i = 0; want[4] && !ret && i < n_ms; i++)
 		if (!quick || Ms[i] == 1)
 			ret = bench_group(&b, Ms[i]);
 	if (ret) {

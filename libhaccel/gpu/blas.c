@@ -291,7 +291,7 @@ static bool few_layout(const struct haccel__gemm *k)
 /* The shapes haccel__gemm_few takes (blas.h). */
 static bool few_fits(const struct haccel__gemm *k)
 {
-	return k->M <= 16 && few_layout(k);
+	return k->M <= HACCEL__GEMM_FEW_ROWS && few_layout(k);
 }
 
 /* Blocks (or clusters) for nt tiles and room for cap of them in a wave:
@@ -380,7 +380,7 @@ int haccel__gemm_group(struct haccel__gpu *g, void *stream, const struct haccel_
 {
 	struct few_group grp = { .n = n };
 	uint64_t wbytes = 0;
-	uint32_t nt = 0, cap, M = n ? ops[0].M : 0, ks = M > 16 ? FEW_KS : 1;
+	uint32_t nt = 0, cap, M = n ? ops[0].M : 0, ks = M > HACCEL__GEMM_FEW_ROWS ? FEW_KS : 1;
 	void *fn;
 	int ret;
 
@@ -399,7 +399,7 @@ int haccel__gemm_group(struct haccel__gpu *g, void *stream, const struct haccel_
 		};
 		nt += (op->N + 15) / 16;
 	}
-	if (wbytes >= (M <= 16 ? FEW_MAX_BYTES(M) : FEW_GROUP_BIG_BYTES))
+	if (wbytes >= (M <= HACCEL__GEMM_FEW_ROWS ? FEW_MAX_BYTES(M) : FEW_GROUP_BIG_BYTES))
 		return -ENOTSUP;
 	if (!M)
 		return 0;

@@ -62,6 +62,9 @@ int haccel__gemm_lt(struct haccel__gpu *g, void *stream, const struct haccel__ge
  */
 int haccel__gemm_few(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op);
 
+/* The most rows haccel__gemm_few (and haccel__gemm_run's use of it) takes. */
+#define HACCEL__GEMM_FEW_ROWS 16
+
 /* At most this many GEMMs in one haccel__gemm_group launch. */
 #define HACCEL__GEMM_GROUP_MAX 8
 

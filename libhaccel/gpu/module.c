@@ -182,8 +182,10 @@ unsigned int haccel__gpu_max_clusters(struct haccel__gpu *g, void *fn, unsigned 
 		return 0;
 	pthread_mutex_lock(&g->ctx->lock);
 	for (uint32_t i = 0; i < g->n_clusters; i++)
-		if (g->clusters[i].fn == fn && g->clusters[i].cx == cx)
+		if (g->clusters[i].fn == fn && g->clusters[i].cx == cx) {
 			have = g->clusters[i].n;
+			break;
+		}
 	pthread_mutex_unlock(&g->ctx->lock);
 	if (have)
 		return have > 0 ? (unsigned int)have : 0;

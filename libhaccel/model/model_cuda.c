@@ -659,7 +659,7 @@ static int dsa_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	/* Values: o[t][h] = W_UV[h] o_lat[t][h], then the output projection.
 	 * Above 16 rows (cuBLASLt's) the GEMM writes o in bf16 itself; up to
 	 * 16 the few-row kernel writes fp32 and a conversion follows. */
-	bool uv_bf = T > 16;
+	bool uv_bf = T > HACCEL__GEMM_FEW_ROWS;
 	struct haccel__gemm uv = {
 		.M = T, .N = dv, .K = R, .A = olb, .B = F(W->kv_b) + (uint64_t)dn * R * 2,
 		.C = uv_bf ? ob : o, .lda = (int64_t)H * R, .ldb = R, .ldc = (int64_t)H * dv,
