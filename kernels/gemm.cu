@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * GEMMs of few rows (decode): C[M][N] (+)= A[M][K] . B[N][K]^T (+ bias), M
- * at most 16, A and B bf16, C fp32, with fp32 accumulation. The weight
+ * at most 16, A and B bf16, C fp32 (or bf16: the fp32 sum rounded to
+ * nearest even, not accumulating), with fp32 accumulation. The weight
  * matrix B is the whole cost: it is read once, straight from global memory
  * into mma fragments (no shared-memory staging), with every load of a
  * warp's part of K issued before the first product, so a block has all of
@@ -56,10 +57,10 @@ __device__ __forceinline__ uint4 gemm_ld(const uint16_t *p, bool ok)
  */
 struct gemm_m {
 	const uint16_t *A, *B;
-	float *C;
+	void *C;                /* fp32, or bf16 with c_bf16 */
 	const float *bias;
 	int64_t lda, ldb, ldc;
-	uint32_t N, K, t0;
+	uint32_t N, K, t0, c_bf16;
 };
 
 #define GEMM_GROUP_MAX 8
@@ -92,13 +93,19 @@ __device__ __forceinline__ float gemm_warp_sum(float (*red)[GEMM_FEW_ROWS][8 * M
 	return v;
 }
 
-/* C[m][n0 + n] of p (+)= v + bias. */
+/* C[m][n0 + n] of p (+)= v + bias (bf16 C: = v + bias, rounded). */
 __device__ __forceinline__ void gemm_put(const gemm_m &p, uint32_t m, uint32_t n0, uint32_t n,
 					 float v, uint32_t accumulate)
 {
+	int64_t at = (int64_t)m * p.ldc + n0 + n;
+
 	if (p.bias)
 		v += p.bias[n0 + n];
-	float *y = p.C + (int64_t)m * p.ldc + n0 + n;
+	if (p.c_bf16) {
+		((uint16_t *)p.C)[at] = hac_bf16_from_float(v);
+		return;
+	}
+	float *y = (float *)p.C + at;
 	*y = accumulate ? *y + v : v;
 }
 
@@ -262,14 +269,14 @@ __device__ __forceinline__ void gemm_few(MEM mem, uint32_t ntile, uint32_t M, ui
 /* One (strided-batched) GEMM: batch blockIdx.y, its tiles in x. */
 #define GEMM_FEW(name, MT8, U)                                                               \
 	HACCEL_K void __launch_bounds__(GEMM_FEW_WARPS * 32, 2)                                  \
-	name(float *C, const uint16_t *A, const uint16_t *B, const float *bias, uint32_t M,     \
+	name(uint8_t *C, const uint16_t *A, const uint16_t *B, const float *bias, uint32_t M,   \
 	     uint32_t N, uint32_t K, int64_t lda, int64_t ldb, int64_t ldc, int64_t sa,         \
-	     int64_t sb, int64_t sc, uint32_t accumulate)                                       \
+	     int64_t sb, int64_t sc, uint32_t accumulate, uint32_t c_bf16)                      \
 	{                                                                                       \
 		HAC_PDL_DEFERRED();                                                             \
 		int64_t y = blockIdx.y;                                                         \
-		const gemm_m p = { A + y * sa, B + y * sb, C + y * sc, bias, lda, ldb, ldc,     \
-				   N, K, 0 };                                                   \
+		const gemm_m p = { A + y * sa, B + y * sb, C + y * sc * (c_bf16 ? 2 : 4), bias, \
+				   lda, ldb, ldc, N, K, 0, c_bf16 };                            \
                                                                                                 \
 		gemm_few<MT8, U, 1>(                                                            \
 			[&](uint32_t tile, uint32_t *lt) -> gemm_m {                            \
@@ -299,14 +306,20 @@ __device__ __forceinline__ void gemm_few(MEM mem, uint32_t ntile, uint32_t M, ui
 	}
 
 /* Token tiles and runs a step: the most loads in flight that fit 128
- * registers (two blocks an SM) without spills. Groups of 17-64 rows split
- * K over a cluster of GEMM_FEW_KS blocks: they are for small projections
- * (blas.c), whose few row tiles would leave most SMs idle while each block
- * reads all of A. */
-#define GEMM_FEW_KS 8
+ * registers (two blocks an SM) without spills. Groups of 17-64 rows are
+ * for small projections (blas.c) that run on a graph branch beside a
+ * large GEMM: with K of 1024 or more they split K over a cluster of
+ * GEMM_FEW_KS blocks (few32g, few64g), whose few row tiles would
+ * otherwise leave SMs idle while each block reads all of A; with short K
+ * (every member under 1024) a block takes whole tiles (few32g1, few64g1).
+ * Four blocks a cluster rather than eight leave the SMs beside them to
+ * the other branch's GEMM (docs/benchmarks.md, twenty-ninth entry). */
+#define GEMM_FEW_KS 4
 GEMM_FEW(haccel_gemm_few8, 1, 8)
 GEMM_FEW(haccel_gemm_few16, 2, 4)
 GEMM_FEW_GROUP(haccel_gemm_few8g, 1, 8, 1, )
 GEMM_FEW_GROUP(haccel_gemm_few16g, 2, 4, 1, )
 GEMM_FEW_GROUP(haccel_gemm_few32g, 4, 4, GEMM_FEW_KS, __cluster_dims__(GEMM_FEW_KS, 1, 1))
 GEMM_FEW_GROUP(haccel_gemm_few64g, 8, 2, GEMM_FEW_KS, __cluster_dims__(GEMM_FEW_KS, 1, 1))
+GEMM_FEW_GROUP(haccel_gemm_few32g1, 4, 4, 1, )
+GEMM_FEW_GROUP(haccel_gemm_few64g1, 8, 2, 1, )

@@ -456,7 +456,7 @@ static void test_gemm_batched(void)
 	/* C in bf16 (c_bf16): the sums rounded, so within half a bf16 step
 	 * of the fp32 ones (at most 2^-8 of the value), plus their
 	 * tolerance; C past the window keeps its bytes. Refused with
-	 * accumulate, and by the few-row kernel. */
+	 * accumulate, by cuBLASLt and by the few-row kernel. */
 	size_t nb = (size_t)T * H * N + 8;
 	uint16_t *cb = malloc(nb * 2), *c0 = malloc(nb * 2);
 	float *gf = malloc((size_t)T * H * N * 4);
@@ -478,7 +478,6 @@ static void test_gemm_batched(void)
 	KTAP_EXPECT(!memcmp(cb + (size_t)T * H * N, c0 + (size_t)T * H * N, 16));
 	ob.accumulate = 1;
 	KTAP_EXPECT_EQ(haccel__gemm_run(g, NULL, &ob), -EINVAL);
-	ob.accumulate = 0;
 	ob.trans_b = 1;
 	ob.ldb = K;
 	ob.N = 64;
@@ -568,6 +567,33 @@ static void test_gemm_few(void)
 		op.C = dr;
 		KTAP_ASSERT_EQ(haccel__gemm_few(g, NULL, &op), 0);
 		KTAP_EXPECT(gpu_same(dc, dr, nc * 4));
+		/* C in bf16 (c_bf16, shapes that do not accumulate): the fp32
+		 * sums just checked, rounded to nearest even, bit for bit; C
+		 * past the window keeps its bytes. With accumulate: refused. */
+		uint16_t *cb0 = malloc(nc * 2), *cb = malloc(nc * 2);
+		struct haccel__gemm ob = op;
+		bool rounded = true, kept = true;
+
+		KTAP_ASSERT(cb0 && cb);
+		for (size_t k = 0; k < nc; k++)
+			cb0[k] = (uint16_t)(0x3f80 + k % 5);
+		ob.C = gpu_up(cb0, nc * 2);
+		ob.c_bf16 = 1;
+		if (acc) {
+			KTAP_EXPECT_EQ(haccel__gemm_few(g, NULL, &ob), -ENOTSUP);
+		} else {
+			KTAP_ASSERT_EQ(haccel__gemm_few(g, NULL, &ob), 0);
+			gpu_down(cb, ob.C, nc * 2);
+			for (size_t k = 0; k < nc; k++) {
+				if (k % ldc < N)
+					rounded &= cb[k] == haccel__bf16_from_float(got[k]);
+				else
+					kept &= cb[k] == cb0[k];
+			}
+			KTAP_EXPECT(rounded);
+			KTAP_EXPECT(kept);
+		}
+		free(cb0), free(cb);
 		free(x), free(w), free(bias), free(c0), free(want), free(got), free(lt), free(y);
 		free(xb), free(wb), free(xs);
 	}
@@ -627,67 +653,84 @@ static void test_gemm_few(void)
 
 /*
  * haccel__gemm_group: GEMMs of one M with their own N, K, strides, bias,
- * as one launch. Up to 16 rows each member's C is the bits
- * haccel__gemm_few gives it on its own; at any M it is within
- * test_gemm_few's tolerance of the CPU, C outside each member's window
- * keeps its bytes, and a second run gives the same bits. A group it does
- * not take is refused with -ENOTSUP and launches nothing.
+ * C in fp32 or bf16, as one launch. Up to 16 rows each member's C is the
+ * bits haccel__gemm_few gives it on its own; at any M it is within
+ * test_gemm_few's tolerance of the CPU (a bf16 C also within half a bf16
+ * step, 2^-8 of the value), C outside each member's window keeps its
+ * bytes, and a second run gives the same bits. A group it does not take
+ * is refused with -ENOTSUP and launches nothing.
  */
-/* N, K, pad of A's rows, pad of C's rows, bias */
-static const uint32_t grp_mem[][5] = {
-	{ 2048, 2048, 0, 0, 0 }, { 128, 2048, 0, 128, 0 }, { 16, 2048, 8, 0, 1 },
-	{ 333, 96, 0, 3, 1 },    { 5, 8, 8, 0, 0 },        { 4097, 264, 0, 1, 1 },
-	{ 40, 5632, 0, 0, 0 },   { 1000, 768, 16, 7, 1 },
+/* N, K, pad of A's rows, pad of C's rows, bias, C in bf16 (not with
+ * accumulate: the case then keeps fp32) */
+static const uint32_t grp_mem[][6] = {
+	{ 2048, 2048, 0, 0, 0, 0 }, { 128, 2048, 0, 128, 0, 1 }, { 16, 2048, 8, 0, 1, 0 },
+	{ 333, 96, 0, 3, 1, 1 },    { 5, 8, 8, 0, 0, 0 },        { 4097, 264, 0, 1, 1, 0 },
+	{ 40, 5632, 0, 0, 0, 1 },   { 1000, 768, 16, 7, 1, 0 },
 };
-/* for 17-64 rows: small projections, K >= 1024 */
-static const uint32_t grp_small[][5] = {
-	{ 128, 2048, 0, 128, 0 }, { 16, 2048, 8, 0, 1 }, { 40, 5632, 0, 0, 0 },
-	{ 333, 1024, 0, 3, 1 },  { 128, 2048, 0, 0, 1 },
+/* for 17-64 rows: small projections, K >= 1024 (clusters split K) */
+static const uint32_t grp_small[][6] = {
+	{ 128, 2048, 0, 128, 0, 1 }, { 16, 2048, 8, 0, 1, 0 }, { 40, 5632, 0, 0, 0, 0 },
+	{ 333, 1024, 0, 3, 1, 1 },  { 128, 2048, 0, 0, 1, 0 },
+};
+/* and K < 1024 (a block a tile): a KDA layer's f_b and g_b (K = the rank) */
+static const uint32_t grp_short[][6] = {
+	{ 2048, 128, 0, 0, 0, 0 }, { 2048, 128, 128, 0, 1, 1 }, { 333, 96, 0, 3, 1, 1 },
+	{ 40, 1016, 8, 0, 0, 0 },   { 17, 8, 0, 5, 1, 1 },
 };
 
-static void gemm_group_case(struct haccel__gpu *g, uint32_t T, const uint32_t (*mem)[5],
+static void gemm_group_case(struct haccel__gpu *g, uint32_t T, const uint32_t (*mem)[6],
 			    uint32_t n, bool acc)
 {
 	struct haccel__gemm ops[8], solo[8];
 	haccel__dptr again[8];
 	float *c0[8], *x[8], *w[8], *bias[8];
-	unsigned int mark = gpu_n_bufs;
+	uint16_t *c0b[8];
+	unsigned int mark = gpu_n_bufs, nbf = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t N = mem[i][0], K = mem[i][1], lda = K + mem[i][2], ldc = N + mem[i][3];
 		size_t nc = (size_t)T * ldc;
+		bool bf = mem[i][5] && !acc;
 		uint16_t *xb, *wb, *xs = calloc((size_t)T * lda, 2);
 
 		KTAP_ASSERT(xs != NULL);
 		x[i] = rnd((size_t)T * K, -1, 1), w[i] = rnd((size_t)N * K, -1, 1);
 		bias[i] = rnd(N, -1, 1), c0[i] = rnd(nc, -4, 4);
+		/* a bf16 C starts as c0 rounded (its codes in c0b) */
+		c0b[i] = to_bf16(c0[i], nc);
 		xb = to_bf16(x[i], (size_t)T * K), wb = to_bf16(w[i], (size_t)N * K);
 		for (uint32_t t = 0; t < T; t++)
 			memcpy(xs + (size_t)t * lda, xb + (size_t)t * K, (size_t)K * 2);
+		const void *cs = bf ? (const void *)c0b[i] : (const void *)c0[i];
+		size_t cbytes = nc * (bf ? 2 : 4);
+
 		ops[i] = (struct haccel__gemm){
 			.M = T, .N = N, .K = K, .A = gpu_up(xs, (size_t)T * lda * 2),
-			.B = gpu_up(wb, (size_t)N * K * 2), .C = gpu_up(c0[i], nc * 4),
+			.B = gpu_up(wb, (size_t)N * K * 2), .C = gpu_up(cs, cbytes),
 			.bias = mem[i][4] ? gpu_up(bias[i], N * 4) : 0, .lda = lda, .ldb = K,
-			.ldc = ldc, .batch = 1, .trans_b = 1, .accumulate = acc,
+			.ldc = ldc, .batch = 1, .trans_b = 1, .accumulate = acc, .c_bf16 = bf,
 		};
 		solo[i] = ops[i];
-		solo[i].C = gpu_up(c0[i], nc * 4);
-		again[i] = gpu_up(c0[i], nc * 4);
+		solo[i].C = gpu_up(cs, cbytes);
+		again[i] = gpu_up(cs, cbytes);
+		nbf += bf;
 		free(xb), free(wb), free(xs);
 	}
-	ktap_diag("gemm group: %u rows, %u GEMMs%s", T, n, acc ? ", accumulate" : "");
+	ktap_diag("gemm group: %u rows, %u GEMMs (%u with a bf16 C)%s", T, n, nbf,
+		  acc ? ", accumulate" : "");
 	KTAP_ASSERT_EQ(haccel__gemm_group(g, NULL, ops, n), 0);
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t N = ops[i].N, K = ops[i].K, ldc = (uint32_t)ops[i].ldc;
-		size_t nc = (size_t)T * ldc;
+		size_t nc = (size_t)T * ldc, es = ops[i].c_bf16 ? 2 : 4;
 		float *got = malloc(nc * 4), *want = malloc(nc * 4), *y = malloc((size_t)T * N * 4);
+		uint16_t *gb = malloc(nc * 2);
 		double atol = 1e-5 * sqrt((double)K) * 4 * (acc ? 2 : 1);
 		bool kept = true;
 
-		KTAP_ASSERT(got && want && y);
+		KTAP_ASSERT(got && want && y && gb);
 		if (T <= 16) {
 			KTAP_ASSERT_EQ(haccel__gemm_few(g, NULL, &solo[i]), 0);
-			KTAP_EXPECT(gpu_same(ops[i].C, solo[i].C, nc * 4));
+			KTAP_EXPECT(gpu_same(ops[i].C, solo[i].C, nc * es));
 		}
 		haccel__cpu_matmul(y, x[i], w[i], mem[i][4] ? bias[i] : NULL, T, N, K);
 		memcpy(want, c0[i], nc * 4);
@@ -696,13 +739,24 @@ static void gemm_group_case(struct haccel__gpu *g, uint32_t T, const uint32_t (*
 				float *o = want + (size_t)t * ldc + c;
 				*o = (acc ? *o : 0.0f) + y[(size_t)t * N + c];
 			}
-		gpu_down(got, ops[i].C, nc * 4);
-		KTAP_EXPECT(gpu_close_enough("gemm group member", got, want, nc, atol, 1e-4));
-		for (size_t k = 0; k < nc; k++)
-			if (k % ldc >= N && memcmp(&got[k], &c0[i][k], 4))
-				kept = false;
+		if (ops[i].c_bf16) {
+			gpu_down(gb, ops[i].C, nc * 2);
+			for (size_t k = 0; k < nc; k++) {
+				got[k] = haccel__bf16_to_float(gb[k]);
+				if (k % ldc >= N && gb[k] != c0b[i][k])
+					kept = false;
+			}
+			KTAP_EXPECT(gpu_close_enough("gemm group member, bf16 C", got, want, nc,
+						     atol, 1.0 / 256 + 1e-4));
+		} else {
+			gpu_down(got, ops[i].C, nc * 4);
+			KTAP_EXPECT(gpu_close_enough("gemm group member", got, want, nc, atol, 1e-4));
+			for (size_t k = 0; k < nc; k++)
+				if (k % ldc >= N && memcmp(&got[k], &c0[i][k], 4))
+					kept = false;
+		}
 		KTAP_EXPECT(kept);
-		free(got), free(want), free(y);
+		free(got), free(want), free(y), free(gb);
 	}
 	/* A second run, into copies of the starting C: the same bits. */
 	struct haccel__gemm rerun[8];
@@ -713,9 +767,10 @@ static void gemm_group_case(struct haccel__gpu *g, uint32_t T, const uint32_t (*
 	}
 	KTAP_ASSERT_EQ(haccel__gemm_group(g, NULL, rerun, n), 0);
 	for (uint32_t i = 0; i < n; i++)
-		KTAP_EXPECT(gpu_same(again[i], ops[i].C, (size_t)T * ops[i].ldc * 4));
+		KTAP_EXPECT(gpu_same(again[i], ops[i].C,
+				     (size_t)T * ops[i].ldc * (ops[i].c_bf16 ? 2 : 4)));
 	for (uint32_t i = 0; i < n; i++)
-		free(x[i]), free(w[i]), free(bias[i]), free(c0[i]);
+		free(x[i]), free(w[i]), free(bias[i]), free(c0[i]), free(c0b[i]);
 	gpu_free_to(mark);
 }
 
@@ -728,13 +783,16 @@ static void test_gemm_group(void)
 		for (uint32_t n = 1; n <= 8; n += mi == 1 ? 7 : 1)
 			gemm_group_case(g, Ms[mi], grp_mem, n, (n + mi) % 3 == 0);
 	for (unsigned int mi = 0; mi < 4; mi++)
-		for (uint32_t n = 1; n <= 5; n += 2)
+		for (uint32_t n = 1; n <= 5; n += 2) {
 			gemm_group_case(g, Mb[mi], grp_small, n, (n + mi) % 3 == 0);
+			gemm_group_case(g, Mb[mi], grp_short, n, (n + mi) % 3 == 1);
+		}
 
 	/* Refused: none or too many, a batched member, another M, another
-	 * accumulate, 65 rows, a shape the kernel does not take (K not a
-	 * multiple of 8; above 16 rows, K < 1024), weights past the limit
-	 * (two 4096 x 4096: 64 MiB; above 16 rows 4 MiB). */
+	 * accumulate, a bf16 C accumulating, 65 rows, a shape the kernel does
+	 * not take (K not a multiple of 8; above 16 rows, K both under and
+	 * over 1024, in either order), weights past the limit (two 4096 x
+	 * 4096: 64 MiB; above 16 rows 4 MiB). */
 	uint32_t N = 4096, K = 4096;
 	haccel__dptr dx = gpu_alloc((size_t)65 * K * 2), dw = gpu_alloc((size_t)N * K * 2);
 	haccel__dptr dc = gpu_alloc((size_t)65 * N * 4), ref = gpu_alloc((size_t)65 * N * 4);
@@ -757,10 +815,19 @@ static void test_gemm_group(void)
 	ops[1].accumulate = 1;
 	KTAP_EXPECT_EQ(haccel__gemm_group(g, NULL, ops, 2), -ENOTSUP);
 	ops[1] = base;
+	ops[0].accumulate = ops[1].accumulate = 1;
+	ops[1].c_bf16 = 1;
+	KTAP_EXPECT_EQ(haccel__gemm_group(g, NULL, ops, 2), -ENOTSUP);
+	ops[0] = ops[1] = base;
 	ops[1].K = 60;
 	KTAP_EXPECT_EQ(haccel__gemm_group(g, NULL, ops, 2), -ENOTSUP);
 	ops[1] = base;
 	ops[0].M = ops[1].M = 17;
+	ops[1].K = ops[1].lda = ops[1].ldb = 1024;
+	KTAP_EXPECT_EQ(haccel__gemm_group(g, NULL, ops, 2), -ENOTSUP);
+	ops[0] = ops[1];
+	ops[1] = base;
+	ops[1].M = 17;
 	KTAP_EXPECT_EQ(haccel__gemm_group(g, NULL, ops, 2), -ENOTSUP);
 	for (int i = 0; i < 2; i++) {
 		ops[i].M = 65, ops[i].K = 1024, ops[i].lda = 1024, ops[i].ldb = 1024;

@@ -281,9 +281,10 @@ static bool few_layout(const struct haccel__gemm *k)
 {
 	bool batched = k->batch > 1;
 
-	return k->trans_b && !k->c_bf16 && k->K % 8 == 0 && k->lda % 8 == 0 && k->ldb % 8 == 0 &&
-	       k->lda >= k->K && k->ldb >= k->K && k->ldc >= k->N && k->A % 16 == 0 &&
-	       k->B % 16 == 0 && k->C % 4 == 0 && k->bias % 4 == 0 &&
+	return k->trans_b && !(k->c_bf16 && k->accumulate) && k->K % 8 == 0 &&
+	       k->lda % 8 == 0 && k->ldb % 8 == 0 && k->lda >= k->K && k->ldb >= k->K &&
+	       k->ldc >= k->N && k->A % 16 == 0 && k->B % 16 == 0 &&
+	       k->C % (k->c_bf16 ? 2 : 4) == 0 && k->bias % 4 == 0 &&
 	       (!batched || (k->stride_a % 8 == 0 && k->stride_b % 8 == 0)) &&
 	       k->batch <= 65535 && k->N <= 0x7fffffffu;
 }
@@ -307,7 +308,7 @@ static uint32_t few_spread(uint32_t nt, uint32_t cap)
 static int few_launch(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op)
 {
 	uint32_t nt = (op->N + 15) / 16, batch = op->batch > 1 ? op->batch : 1;
-	uint32_t acc = op->accumulate ? 1 : 0, cap;
+	uint32_t acc = op->accumulate ? 1 : 0, cbf = op->c_bf16 ? 1 : 0, cap;
 	uint64_t C = op->C, A = op->A, B = op->B, bias = op->bias;
 	void *fn;
 	int ret;
@@ -325,7 +326,7 @@ static int few_launch(struct haccel__gpu *g, void *stream, const struct haccel__
 			      &B, &bias, (void *)&op->M, (void *)&op->N, (void *)&op->K,
 			      (void *)&op->lda, (void *)&op->ldb, (void *)&op->ldc,
 			      (void *)&op->stride_a, (void *)&op->stride_b, (void *)&op->stride_c,
-			      &acc);
+			      &acc, &cbf);
 }
 
 int haccel__gemm_few(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op)
@@ -352,7 +353,7 @@ int haccel__gemm_few(struct haccel__gpu *g, void *stream, const struct haccel__g
 struct few_member {
 	uint64_t A, B, C, bias;
 	int64_t lda, ldb, ldc;
-	uint32_t N, K, t0, pad;
+	uint32_t N, K, t0, c_bf16;
 };
 
 struct few_group {
@@ -364,14 +365,19 @@ _Static_assert(sizeof(struct few_member) == 72 && sizeof(struct few_group) == 59
 	       "the layout of kernels/gemm.cu's gemm_m and gemm_grp");
 
 /*
- * Groups of 17-64 rows (gemm.cu: K split over clusters of FEW_KS blocks)
- * are for small projections only: each member with K >= FEW_GROUP_MIN_K,
- * all of them under FEW_GROUP_BIG_BYTES. H200, graph-timed: a KDA layer's
- * f_a, beta and g_a (1 MB) 0.006 / 0.008 ms at 32 / 64 rows as a group,
- * 0.015 one by one on cuBLASLt; but one 3 MB projection 0.014 ms at 64
- * rows against cuBLASLt's 0.006 (docs/benchmarks.md).
+ * Groups of 17-64 rows are for small projections only, all of them under
+ * FEW_GROUP_BIG_BYTES: either every member with K >= FEW_GROUP_MIN_K (K
+ * split over clusters of FEW_KS blocks: few32g, few64g) or every member
+ * with a shorter K (whole tiles a block: few32g1, few64g1). H200,
+ * graph-timed: a KDA layer's f_a, beta and g_a (1 MB) 0.006 / 0.008 ms at
+ * 32 / 64 rows as a group, 0.015 one by one on cuBLASLt; but one 3 MB
+ * projection 0.014 ms at 64 rows against cuBLASLt's 0.006. They run on a
+ * graph branch beside a large cuBLASLt GEMM (the KDA layer's q/k/v), one
+ * block an SM: clusters of 4 rather than 8 leave it the SMs it needs,
+ * decode of `small` at batch 64 2.447-2.454 -> 2.374-2.375 ms with the
+ * short-K groups (docs/benchmarks.md, twenty-ninth entry).
  */
-#define FEW_KS 8
+#define FEW_KS 4
 #define FEW_GROUP_MIN_K 1024
 #define FEW_GROUP_BIG_BYTES (4ull << 20)
 
@@ -380,22 +386,28 @@ int haccel__gemm_group(struct haccel__gpu *g, void *stream, const struct haccel_
 {
 	struct few_group grp = { .n = n };
 	uint64_t wbytes = 0;
-	uint32_t nt = 0, cap, M = n ? ops[0].M : 0, ks = M > HACCEL__GEMM_FEW_ROWS ? FEW_KS : 1;
+	uint32_t nt = 0, cap, M = n ? ops[0].M : 0, ks = 1;
 	void *fn;
 	int ret;
 
 	if (!n || n > HACCEL__GEMM_GROUP_MAX || g->gemm_lt_only || M > 64)
 		return -ENOTSUP;
+	/* 17-64 rows: K split over clusters where the first member's K is
+	 * long, and then every member's must be. */
+	if (M > HACCEL__GEMM_FEW_ROWS && ops[0].K >= FEW_GROUP_MIN_K)
+		ks = FEW_KS;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct haccel__gemm *op = &ops[i];
 
 		if (!few_layout(op) || op->batch > 1 || op->M != M || !op->N ||
-		    !op->accumulate != !ops[0].accumulate || (ks > 1 && op->K < FEW_GROUP_MIN_K))
+		    !op->accumulate != !ops[0].accumulate ||
+		    (M > HACCEL__GEMM_FEW_ROWS && (op->K >= FEW_GROUP_MIN_K) != (ks > 1)))
 			return -ENOTSUP;
 		wbytes += (uint64_t)op->N * op->K * 2;
 		grp.m[i] = (struct few_member){
 			.A = op->A, .B = op->B, .C = op->C, .bias = op->bias, .lda = op->lda,
 			.ldb = op->ldb, .ldc = op->ldc, .N = op->N, .K = op->K, .t0 = nt,
+			.c_bf16 = op->c_bf16 ? 1 : 0,
 		};
 		nt += (op->N + 15) / 16;
 	}
@@ -406,8 +418,11 @@ int haccel__gemm_group(struct haccel__gpu *g, void *stream, const struct haccel_
 	grp.ntile = nt;
 	grp.M = M;
 	grp.accumulate = ops[0].accumulate ? 1 : 0;
-	ret = haccel__gpu_fn(g, M <= 8 ? "haccel_gemm_few8g" : M <= 16 ? "haccel_gemm_few16g" :
-				M <= 32 ? "haccel_gemm_few32g" : "haccel_gemm_few64g", &fn);
+	ret = haccel__gpu_fn(g, M <= 8	     ? "haccel_gemm_few8g" :
+				M <= 16	     ? "haccel_gemm_few16g" :
+				M <= 32	     ? (ks > 1 ? "haccel_gemm_few32g" : "haccel_gemm_few32g1") :
+					       (ks > 1 ? "haccel_gemm_few64g" : "haccel_gemm_few64g1"),
+			     &fn);
 	if (ret)
 		return ret;
 	/* As few_launch: two blocks an SM in one wave (clusters of ks), equal

@@ -23,8 +23,8 @@
  * b's matrices start stride_* elements after batch b - 1's. With
  * accumulate set, C_b += that instead (cuBLASLt's beta = 1, in place).
  * With c_bf16 set, C is bf16 instead (ldc and stride_c in its elements):
- * the fp32 sums rounded to nearest even, by cuBLASLt only (not with
- * accumulate; the few-row kernels refuse it).
+ * the fp32 sums (and bias) rounded to nearest even; not with accumulate
+ * (cuBLASLt fails it with -EINVAL, the few-row kernels refuse it).
  */
 struct haccel__gemm {
 	uint32_t M, N, K;
@@ -57,8 +57,9 @@ int haccel__gemm_lt(struct haccel__gpu *g, void *stream, const struct haccel__ge
  * The same GEMM by haccel's kernel for few rows (kernels/gemm.cu), which
  * reads the weights once at close to the copy bandwidth: M <= 16, trans_b,
  * K, lda, ldb (and stride_a, stride_b when batched) multiples of 8, A and
- * B 16-byte aligned. Returns -ENOTSUP (nothing launched, no message) for
- * any other shape.
+ * B 16-byte aligned, C fp32 (4-byte aligned) or bf16 (c_bf16, 2-byte
+ * aligned, not accumulating). Returns -ENOTSUP (nothing launched, no
+ * message) for any other shape.
  */
 int haccel__gemm_few(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op);
 
@@ -74,10 +75,11 @@ int haccel__gemm_few(struct haccel__gpu *g, void *stream, const struct haccel__g
  * input, say), where each is one haccel__gemm_few takes (batch 0 or 1)
  * but for M, all have the same M and accumulate, n <=
  * HACCEL__GEMM_GROUP_MAX, and their weights together are under the size
- * haccel__gemm_run sends to that kernel (unless HACCEL_GEMM=cublaslt). Up
- * to 16 rows each result is the bits the GEMM gets on its own; for 17-64
- * rows (K split over clusters of blocks, for small projections: each K >=
- * 1024, the weights together under 4 MiB) the sums are in a fixed order
+ * haccel__gemm_run sends to that kernel (unless HACCEL_GEMM=cublaslt).
+ * Members may differ in c_bf16. Up to 16 rows each result is the bits the
+ * GEMM gets on its own; 17-64 rows are for small projections (the weights
+ * together under 4 MiB), either every K >= 1024 (K split over clusters of
+ * blocks) or every K < 1024 (a block a tile), the sums in a fixed order
  * too. Returns -ENOTSUP (nothing launched, no message) otherwise: the
  * caller runs them one by one.
  */

@@ -464,7 +464,8 @@ static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	 * At decode sizes the layer's projections of x (q, k, v, f_a, beta,
 	 * and g_a when the output gate is low-rank) are one launch of the
 	 * few-row kernel where it takes them (haccel__gemm_group), f_a's and
-	 * g_a's outputs side by side in tmp; then f_b and g_b are one more.
+	 * g_a's outputs side by side in tb, in bf16 for f_b and g_b, which are
+	 * one more (up to 64 rows: their K, the ranks, is short).
 	 * Else each GEMM on its own, q, k and v batched where they can be.
 	 * The gates (what follows q/k/v's GEMMs up to gt, beta and og) run
 	 * on branch s2, beside q/k/v's GEMMs and convolution on the main
@@ -474,13 +475,13 @@ static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	uint32_t ld = rf + rg <= m->ws.maxw ? rf + rg : rf, ng = ld > rf ? 6 : 5;
 	struct haccel__gemm gi[6];
 	const uint64_t gw[6] = { ws[0], ws[1], ws[2], F(W->f_a), F(W->b), F(W->g_a) };
-	const uint64_t gy[6] = { q, kk, v, tmp, beta, tmp + (uint64_t)rf * 4 };
+	const uint64_t gy[6] = { q, kk, v, tb, beta, tb + (uint64_t)rf * 2 };
 	const uint32_t gn[6] = { HK, HK, HV, rf, H, rg }, gl[6] = { HK, HK, HV, ld, H, ld };
 
 	for (uint32_t i = 0; i < ng; i++)
 		gi[i] = (struct haccel__gemm){ .M = T, .N = gn[i], .K = D, .A = xb, .B = gw[i],
 					       .C = gy[i], .lda = D, .ldb = D, .ldc = gl[i],
-					       .batch = 1, .trans_b = 1 };
+					       .batch = 1, .trans_b = 1, .c_bf16 = i == 3 || i == 5 };
 	/* All of them, else (weights past the kernel's limit: q, k and v
 	 * above 8 rows) the small ones, on the branch. */
 	int ret = haccel__gemm_group(g, NULL, gi, ng);
@@ -497,6 +498,7 @@ static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	if (!grouped) {
 		TRY(haccel__cuda_linear(g, s2, tmp, xb, D, F(W->f_a), 0, T, rf, D));
 		TRY(haccel__cuda_linear(g, s2, beta, xb, D, F(W->b), 0, T, H, D));
+		TRY(to_bf(gm, s2, tb, tmp, (size_t)T * rf));
 	}
 	/* f_b, and g_b with it when g_a came in the group. */
 	struct haccel__gemm gb[2] = {
@@ -507,7 +509,6 @@ static int kda_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 		  .trans_b = 1 },
 	};
 
-	TRY(to_bf(gm, s2, tb, tmp, (size_t)T * (ga ? ld : rf)));
 	ret = ga ? haccel__gemm_group(g, s2, gb, 2) : -ENOTSUP;
 	if (ret && ret != -ENOTSUP)
 		return ret;
@@ -564,7 +565,7 @@ static int dsa_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	uint32_t qh = dn + dr, topk = d->index_topk, Rq = d->q_lora_rank;
 	uint64_t *b = gm->buf;
 	uint64_t cq = b[0], q = b[1], kva = b[2], lat = b[3], kpe = b[4], qlat = b[5];
-	uint64_t olat = b[6], qpe = b[7], iq = b[8], t7 = b[9], iw = b[11], o = b[0];
+	uint64_t olat = b[6], qpe = b[7], iq = b[8], t7 = b[9], iw = b[11];
 	uint64_t xb = gm->bf[0], cqb = gm->bf[1], qb = gm->bf[2], olb = gm->bf[3], ob = gm->bf[4];
 	uint64_t pos = IN(gm, gm->o_pos), slots = IN(gm, gm->o_slot), btr = IN(gm, gm->o_bt_row);
 	uint64_t kv_reg = (uint64_t)(uintptr_t)m->kv_reg[l].base;
@@ -656,19 +657,15 @@ static int dsa_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 	TRY(haccel__cuda_sparse_mla(g, NULL, olat, olb, qlat, qpe, T, H, dr, gm->sel, gm->n_sel,
 				    topk, btr, kv_reg, gm->bt, m->bt_stride, m->page_tokens,
 				    1.0f / sqrtf((float)qh), gm->mla_scratch));
-	/* Values: o[t][h] = W_UV[h] o_lat[t][h], then the output projection.
-	 * Above 16 rows (cuBLASLt's) the GEMM writes o in bf16 itself; up to
-	 * 16 the few-row kernel writes fp32 and a conversion follows. */
-	bool uv_bf = T > HACCEL__GEMM_FEW_ROWS;
+	/* Values: o[t][h] = W_UV[h] o_lat[t][h], written in bf16 by the GEMM
+	 * (the output projection's input), then the output projection. */
 	struct haccel__gemm uv = {
 		.M = T, .N = dv, .K = R, .A = olb, .B = F(W->kv_b) + (uint64_t)dn * R * 2,
-		.C = uv_bf ? ob : o, .lda = (int64_t)H * R, .ldb = R, .ldc = (int64_t)H * dv,
+		.C = ob, .lda = (int64_t)H * R, .ldb = R, .ldc = (int64_t)H * dv,
 		.stride_a = R, .stride_b = (int64_t)(dn + dv) * R, .stride_c = dv,
-		.batch = H, .trans_b = 1, .c_bf16 = uv_bf,
+		.batch = H, .trans_b = 1, .c_bf16 = 1,
 	};
 	TRY(haccel__gemm_run(g, NULL, &uv));
-	if (!uv_bf)
-		TRY(to_bf(gm, NULL, ob, o, (size_t)T * H * dv));
 	return out_proj(gm, f, ob, H * dv, F(W->o), D);
 }
 
