@@ -288,6 +288,13 @@ __device__ __forceinline__ void dsa_rope_angles(float *cs, uint32_t dim, uint32_
 	}
 }
 
+/* Entry ia (first) or ib of a rotated pair (a, b) = (x[ia], x[ib]). */
+__device__ __forceinline__ float dsa_rope_one(float a, float b, float c, float s, bool first)
+{
+	return first ? __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s)) :
+		       __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
+}
+
 /* n_vec vectors of one token from xt, vec_stride floats apart. */
 __device__ __forceinline__ void dsa_rope_rotate(float *xt, uint32_t n_vec, uint64_t vec_stride,
 						uint32_t dim, int layout, const float *cs)
@@ -300,8 +307,8 @@ __device__ __forceinline__ void dsa_rope_rotate(float *xt, uint32_t n_vec, uint6
 		float *xv = xt + v * vec_stride;
 		float a = xv[ia], b = xv[ib], c = cs[2 * i], s = cs[2 * i + 1];
 
-		xv[ia] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-		xv[ib] = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
+		xv[ia] = dsa_rope_one(a, b, c, s, true);
+		xv[ib] = dsa_rope_one(a, b, c, s, false);
 	}
 }
 
@@ -326,17 +333,15 @@ HACCEL_K void haccel_rope2(float *x, uint32_t n_vec, uint64_t tok_stride, uint64
 
 /*
  * One warp per vector, lane l holding x[l], x[32 + l], x[64 + l], x[96 +
- * l]: stages 1..16 pair lanes (shuffles), stages 32 and 64 pair registers.
+ * l] (dsa_hadamard_reg: r[k] = x[32 k + l] in registers): stages 1..16 pair lanes (shuffles), stages 32 and 64 pair registers.
  * Each stage computes a + b and a - b from the same a and b as the CPU's
  * butterfly, so the result is the same bits.
  */
-__device__ __forceinline__ void dsa_hadamard_warp(float *xv)
+__device__ __forceinline__ void dsa_hadamard_reg(float *r)
 {
 	uint32_t lane = threadIdx.x & 31;
-	float r[4], a, b;
+	float a, b;
 
-	for (int k = 0; k < 4; k++)
-		r[k] = xv[32 * k + lane];
 	for (uint32_t h = 1; h < 32; h <<= 1)
 		for (int k = 0; k < 4; k++) {
 			float p = __shfl_xor_sync(0xffffffffu, r[k], h);
@@ -354,7 +359,19 @@ __device__ __forceinline__ void dsa_hadamard_warp(float *xv)
 		r[k + 2] = __fsub_rn(a, b);
 	}
 	for (int k = 0; k < 4; k++)
-		xv[32 * k + lane] = __fmul_rn(r[k], 0x1.6a09e6p-4f);
+		r[k] = __fmul_rn(r[k], 0x1.6a09e6p-4f);
+}
+
+__device__ __forceinline__ void dsa_hadamard_warp(float *xv)
+{
+	uint32_t lane = threadIdx.x & 31;
+	float r[4];
+
+	for (int k = 0; k < 4; k++)
+		r[k] = xv[32 * k + lane];
+	dsa_hadamard_reg(r);
+	for (int k = 0; k < 4; k++)
+		xv[32 * k + lane] = r[k];
 }
 
 HACCEL_K void haccel_hadamard128(float *x, uint32_t n)
@@ -628,16 +645,27 @@ __device__ __forceinline__ uint32_t dsa_ix_qbytes(uint32_t NT)
  * Grid (T, NT), 256 threads: block (t, nt) quantizes heads 8 nt .. 8 nt +
  * 7 of token t, a warp each (block (t, 0) also the all-NaN score and a
  * zero counter); out: T rows of dsa_ix_qbytes(NT) bytes.
+ *
+ * With had, each head's query is first transformed as haccel_rope_hadamard
+ * transforms it (the same bits): the rope of its first dim entries at
+ * position pos[t] (dim = 0: none), then the Hadamard transform, so that
+ * the queries come straight from their projection.
  */
 HACCEL_K void __launch_bounds__(256)
-haccel_dsa_ix_prep(uint8_t *out, const float *q, const float *w, uint32_t IH, uint32_t NT)
+haccel_dsa_ix_prep(uint8_t *out, const float *q, const float *w, uint32_t IH, uint32_t NT,
+		   uint32_t had, uint32_t dim, const uint32_t *pos, float theta, int layout)
 {
 	HAC_PDL();
+	__shared__ float cs[128], xs[8][128];
 	uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = blockIdx.x;
 	uint8_t *base = out + (size_t)t * dsa_ix_qbytes(NT);
 	uint16_t *qh = (uint16_t *)base;
 	float *wq = (float *)(base + NT * 2048);
 
+	if (had && dim) {
+		dsa_rope_angles(cs, dim, pos[t], theta);
+		__syncthreads();
+	}
 	{
 		uint32_t h = blockIdx.y * 8 + warp;
 		const float *qr = q + ((size_t)t * IH + h) * 128;
@@ -647,6 +675,29 @@ haccel_dsa_ix_prep(uint8_t *out, const float *q, const float *w, uint32_t IH, ui
 #pragma unroll
 		for (int b = 0; b < 4; b++)
 			x[b] = h < IH ? qr[32 * b + lane] : 0.0f;
+		if (had && dim) {
+			/* dsa_rope_rotate's pairs (ia, ib), each entry from
+			 * the warp's copy of the vector */
+			uint32_t half = dim / 2;
+
+#pragma unroll
+			for (int b = 0; b < 4; b++)
+				xs[warp][32 * b + lane] = x[b];
+			__syncwarp();
+#pragma unroll
+			for (int b = 0; b < 4; b++) {
+				uint32_t d = 32 * b + lane;
+				uint32_t i = layout ? d >> 1 : d < half ? d : d - half;
+				uint32_t ia = layout ? 2 * i : i, ib = layout ? 2 * i + 1 : i + half;
+
+				if (d >= dim)
+					continue;
+				x[b] = dsa_rope_one(xs[warp][ia], xs[warp][ib], cs[2 * i],
+						    cs[2 * i + 1], d == ia);
+			}
+		}
+		if (had)
+			dsa_hadamard_reg(x);
 #pragma unroll
 		for (int b = 0; b < 4; b++) {
 			e[b] = hac_scale_exp(warp_max(hac_abs_finite(x[b])));

@@ -457,6 +457,9 @@ struct ix_run {
 	const float *q, *w;
 	int exact;                   /* selections must equal the CPU's */
 	int twice;                   /* run twice on the same scratch */
+	/* q as its projection gives it: the indexer's rope and Hadamard
+	 * transform (NULL: q is given transformed) */
+	const struct haccel__ix_rope *rope;
 };
 
 /*
@@ -464,7 +467,10 @@ struct ix_run {
  * through each token's own block-table row. Exact runs compare the lists;
  * the others check that the GPU list is a top-k of the CPU scores up to
  * their rounding bound, in ascending position, and count the identical
- * ones.
+ * ones. With r->rope the GPU indexer takes q untransformed; the CPU gets
+ * q through haccel__cuda_rope_hadamard (checked against rope and the
+ * Hadamard transform in test_indexer_inputs), and the GPU indexer given
+ * those queries must select exactly what it selected from q itself.
  */
 static void check_indexer(struct haccel__gpu *g, const struct paged *pg, const uint8_t *region,
 			  haccel__dptr dreg, haccel__dptr dbt, const struct ix_run *r)
@@ -482,21 +488,45 @@ static void check_indexer(struct haccel__gpu *g, const struct paged *pg, const u
 	haccel__dptr dn = gpu_alloc(T * sizeof(uint32_t));
 	haccel__dptr dscr = gpu_alloc(sbytes);
 
+	const float *qc = r->q;
+	float *qt = NULL;
+
 	KTAP_ASSERT(T <= 64);
-	ktap_diag("indexer: T %u IH %u topk %u page_tokens %u max_pos %u", T, IH, topk, pg->P,
-		  r->max_pos);
+	ktap_diag("indexer: T %u IH %u topk %u page_tokens %u max_pos %u%s", T, IH, topk, pg->P,
+		  r->max_pos, r->rope ? " (rope and Hadamard in the indexer)" : "");
 	KTAP_ASSERT_EQ(haccel__cuda_indexer_topk(g, NULL, dsel, dn, dq, dw, T, IH, dpos, drow, dreg,
-						 dbt, pg->stride, pg->P, topk, r->max_pos, dscr),
+						 dbt, pg->stride, pg->P, topk, r->max_pos, dscr,
+						 r->rope),
 		       0);
 	gpu_down(got, dsel, (size_t)T * topk * sizeof(int32_t));
 	gpu_down(n_got, dn, T * sizeof(uint32_t));
+	if (r->rope) {
+		size_t qb = (size_t)T * IH * 128 * sizeof(float);
+		haccel__dptr dqt = gpu_up(r->q, qb);
+
+		qt = xmalloc(qb);
+		KTAP_ASSERT_EQ(haccel__cuda_rope_hadamard(g, NULL, dqt, T, IH, (size_t)IH * 128, 128,
+							  r->rope->dim, dpos, r->rope->theta,
+							  r->rope->layout),
+			       0);
+		gpu_down(qt, dqt, qb);
+		qc = qt;
+		KTAP_ASSERT_EQ(haccel__cuda_indexer_topk(g, NULL, dsel, dn, dqt, dw, T, IH, dpos,
+							 drow, dreg, dbt, pg->stride, pg->P, topk,
+							 r->max_pos, dscr, NULL),
+			       0);
+		gpu_down(got2, dsel, (size_t)T * topk * sizeof(int32_t));
+		CHECK(memcmp(got, got2, (size_t)T * topk * sizeof(int32_t)) == 0,
+		      "indexer: rope dim %u layout %d in the indexer selects otherwise than "
+		      "haccel__cuda_rope_hadamard before it", r->rope->dim, r->rope->layout);
+	}
 	if (r->twice) {
 		/* Poison the outputs: the second call must write all of them. */
 		KTAP_ASSERT(gpu_g->cu->MemsetD8Async(dsel, 0x77, (size_t)T * topk * 4,
 						     gpu_g->stream) == 0);
 		KTAP_ASSERT_EQ(haccel__cuda_indexer_topk(g, NULL, dsel, dn, dq, dw, T, IH, dpos,
 							 drow, dreg, dbt, pg->stride, pg->P,
-							 topk, r->max_pos, dscr), 0);
+							 topk, r->max_pos, dscr, r->rope), 0);
 		gpu_down(got2, dsel, (size_t)T * topk * sizeof(int32_t));
 		KTAP_EXPECT(memcmp(got, got2, (size_t)T * topk * sizeof(int32_t)) == 0);
 	}
@@ -509,7 +539,7 @@ static void check_indexer(struct haccel__gpu *g, const struct paged *pg, const u
 		uint8_t *seen = calloc(n, 1);
 
 		KTAP_ASSERT(seen != NULL);
-		haccel__cpu_indexer_topk(want, &n_want, r->q + (size_t)t * IH * 128,
+		haccel__cpu_indexer_topk(want, &n_want, qc + (size_t)t * IH * 128,
 					 r->w + (size_t)t * IH, 1, IH, &r->pos[t], region, bt,
 					 pg->P, topk, cscr);
 		CHECK(n_got[t] == n_want, "token %u: n_sel %u, want %u", t, n_got[t], n_want);
@@ -521,7 +551,7 @@ static void check_indexer(struct haccel__gpu *g, const struct paged *pg, const u
 				CHECK(gt[j] == want[j], "token %u (pos %u) rank %u: %d, want %d", t,
 				      r->pos[t], j, gt[j], want[j]);
 		} else {
-			naive_scores(sc, tol, region, bt, pg->P, r->q + (size_t)t * IH * 128,
+			naive_scores(sc, tol, region, bt, pg->P, qc + (size_t)t * IH * 128,
 				     r->w + (size_t)t * IH, IH, n);
 			for (uint32_t j = 0; j < k; j++) {
 				CHECK(gt[j] >= 0 && (uint32_t)gt[j] < n && !seen[gt[j]],
@@ -560,6 +590,7 @@ static void check_indexer(struct haccel__gpu *g, const struct paged *pg, const u
 		free(seen);
 	}
 	ktap_diag("indexer: %u of %u lists identical to the CPU's", identical, T);
+	free(qt);
 	free(got);
 	free(got2);
 	free(want);
@@ -631,6 +662,8 @@ static void test_indexer(void)
 	static const uint32_t pos[10] = { 299, 298, 150, 63, 0, 7, 172, 64, 1, 100 };
 	static const uint32_t row[10] = { 0, 0, 0, 0, 0, 0, 1, 1, 1, 1 };
 	static const uint32_t cfg[][2] = { { 4, 64 }, { 20, 1 }, { 64, 300 }, { 16, 2048 } };
+	static const struct haccel__ix_rope ropes[] = {
+		{ 64, 1e4f, 0 }, { 64, 1e4f, 1 }, { 128, 5e5f, 0 }, { 0, 1e4f, 0 } };
 
 	for (int pi = 0; pi < 2; pi++) {
 		uint32_t P = pi ? 5 : 16;
@@ -646,9 +679,31 @@ static void test_indexer(void)
 
 		for (unsigned int c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
 			struct ix_run r = { 10, cfg[c][0], cfg[c][1], 299, pos, row, NULL, NULL,
-					    0, 0 };
+					    0, 0, NULL };
 
 			check_indexer_qw(g, &pg, region, dreg, dbt, r);
+		}
+		/* the queries' rope (both layouts, half or all of the dims,
+		 * none) and Hadamard transform in the indexer's preparation;
+		 * 20 heads: a group with padding heads */
+		for (unsigned int c = 0; c < sizeof(ropes) / sizeof(ropes[0]); c++) {
+			struct ix_run r = { 10, c & 1 ? 20 : 16, 64, 299, pos, row, NULL, NULL,
+					    0, 0, &ropes[c] };
+
+			check_indexer_qw(g, &pg, region, dreg, dbt, r);
+		}
+		if (pi == 0) {
+			/* a rope the indexer cannot apply: refused */
+			static const struct haccel__ix_rope bad[] = {
+				{ 64, 1e4f, 2 }, { 130, 1e4f, 0 }, { 63, 1e4f, 1 } };
+			haccel__dptr dsc = gpu_alloc(haccel__cuda_indexer_scratch(1, 299, 64));
+
+			for (unsigned int c = 0; c < sizeof(bad) / sizeof(bad[0]); c++)
+				KTAP_EXPECT_EQ(haccel__cuda_indexer_topk(g, NULL, dsc, dsc, dsc, dsc, 1,
+									 16, dsc, dsc, dreg, dbt,
+									 pg.stride, P, 64, 299, dsc,
+									 &bad[c]),
+					       -EINVAL);
 		}
 		free(region);
 		free(pg.bt);
@@ -697,7 +752,7 @@ static void test_indexer_ties(void)
 			memcpy(q + (5 * IH + h) * 128, k3, sizeof(k3));
 	}
 	for (unsigned int i = 0; i < sizeof(topks) / sizeof(topks[0]); i++) {
-		struct ix_run r = { 6, IH, topks[i], 19999, pos, row, q, w, 1, 0 };
+		struct ix_run r = { 6, IH, topks[i], 19999, pos, row, q, w, 1, 0, NULL };
 
 		check_indexer(g, &pg, region, dreg, dbt, &r);
 	}
@@ -728,7 +783,7 @@ static void test_indexer_nan(void)
 	w[1 * IH + 0] = NAN;
 	w[2 * IH + IH - 1] = -NAN;
 	{
-		struct ix_run r = { 3, IH, 100, 20000, pos, row, q, w, 1, 0 };
+		struct ix_run r = { 3, IH, 100, 20000, pos, row, q, w, 1, 0, NULL };
 
 		check_indexer(g, &pg, region, dreg, dbt, &r);
 	}
@@ -756,7 +811,9 @@ static void test_indexer_large(void)
 	uint8_t *region = write_keys(&pg, 0);
 	haccel__dptr dreg = gpu_up(region, (size_t)pg.n_pages * pg.P * IK_BYTES);
 	haccel__dptr dbt = gpu_up(pg.bt, 2 * pg.stride * sizeof(uint32_t));
-	struct ix_run r = { 4, IH, 2048, 30000, pos, row, q, w, 0, 1 };
+	/* (the queries' rope and Hadamard transform in the indexer) */
+	static const struct haccel__ix_rope rope = { 64, 1e4f, 1 };
+	struct ix_run r = { 4, IH, 2048, 30000, pos, row, q, w, 0, 1, &rope };
 
 	fill_qw(q, w, 4, IH);
 	check_indexer(g, &pg, region, dreg, dbt, &r);
@@ -854,7 +911,7 @@ static void test_indexer_crowded(void)
 	static const uint32_t topks[] = { 2048, 100 };
 
 	for (unsigned int i = 0; i < 2; i++) {
-		struct ix_run r = { 2, IH, topks[i], N - 1, pos, row, q, w, 0, 1 };
+		struct ix_run r = { 2, IH, topks[i], N - 1, pos, row, q, w, 0, 1, NULL };
 
 		check_indexer(g, &pg, region, dreg, dbt, &r);
 	}
@@ -887,7 +944,7 @@ static void test_indexer_groups(void)
 	uint8_t *region = write_keys(&pg, 0);
 	haccel__dptr dreg = gpu_up(region, (size_t)pg.n_pages * pg.P * IK_BYTES);
 	haccel__dptr dbt = gpu_up(pg.bt, 2 * pg.stride * sizeof(uint32_t));
-	struct ix_run r = { 10, IH, 64, 1700000, pos, row, q, w, 0, 1 };
+	struct ix_run r = { 10, IH, 64, 1700000, pos, row, q, w, 0, 1, NULL };
 
 	KTAP_EXPECT(haccel__cuda_indexer_scratch(10, 1700000, 64) <
 		    (size_t)10 * 1700000 * 4);
@@ -926,7 +983,7 @@ static void test_indexer_batch(void)
 	haccel__dptr dbt = gpu_up(pg.bt, 2 * pg.stride * sizeof(uint32_t));
 
 	for (uint32_t IH = 16; IH <= 32; IH += 16) {
-		struct ix_run r = { T, IH, 2048, L0 - 1, pos, row, NULL, NULL, 0, 1 };
+		struct ix_run r = { T, IH, 2048, L0 - 1, pos, row, NULL, NULL, 0, 1, NULL };
 
 		check_indexer_qw(g, &pg, region, dreg, dbt, r);
 	}

@@ -388,7 +388,7 @@ static int idx_once(struct gb *b, void *arg)
 
 	return haccel__cuda_indexer_topk(b->g, NULL, a->sel, a->n_sel, a->q, a->w, a->T, a->IH,
 					 a->pos, a->btr, a->region, a->bt, a->bt_stride, 64,
-					 a->topk, a->max_pos, a->scratch);
+					 a->topk, a->max_pos, a->scratch, NULL);
 }
 
 struct mla_arg {

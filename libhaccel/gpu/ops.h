@@ -249,7 +249,17 @@ int haccel__cuda_index_k_fused(struct haccel__gpu *g, void *stream, haccel__dptr
  * page_tokens) from the index-key region; scores and selection as
  * haccel__cpu_indexer_topk (same order, ties, NaN rule, -1 padding).
  * scratch: haccel__cuda_indexer_scratch(T, max_pos, topk) bytes.
+ * rope: NULL when q holds the queries as the scoring takes them; else q
+ * holds them as their projection gives them, and the indexer applies
+ * haccel__cuda_rope_hadamard's transform (rope->dim, theta, layout at the
+ * tokens' positions; the same bits) as it prepares them, so that the
+ * step needs no launch for it.
  */
+struct haccel__ix_rope {
+	uint32_t dim;
+	float theta;
+	int layout;
+};
 size_t haccel__cuda_indexer_scratch(uint32_t T, uint32_t max_pos,
 				    uint32_t topk);
 int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream,
@@ -259,7 +269,7 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream,
 			      haccel__dptr region, haccel__dptr block_tables,
 			      uint32_t bt_stride, uint32_t page_tokens,
 			      uint32_t topk, uint32_t max_pos,
-			      haccel__dptr scratch);
+			      haccel__dptr scratch, const struct haccel__ix_rope *rope);
 /* Sparse MLA decode/prefill, per token t through block_tables row
  * bt_row[t]; as haccel__cpu_sparse_mla. scratch:
  * haccel__cuda_sparse_mla_scratch(T, H, topk) bytes, enough for any call

@@ -240,7 +240,7 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
 			      uint32_t IH, haccel__dptr pos, haccel__dptr bt_row,
 			      haccel__dptr region, haccel__dptr block_tables, uint32_t bt_stride,
 			      uint32_t page_tokens, uint32_t topk, uint32_t max_pos,
-			      haccel__dptr scratch)
+			      haccel__dptr scratch, const struct haccel__ix_rope *rope)
 {
 	uint64_t stride64 = ix_stride(max_pos);
 	uint32_t NT = (IH + 7) / 8, stride = (uint32_t)stride64;
@@ -257,8 +257,13 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
 	void *fprep, *fscore, *ftopk;
 	bool dyn = IH <= IX_DYN_HEADS;
 
+	/* the prep kernel's rope and Hadamard transform (haccel_dsa_ix_prep) */
+	uint32_t had = rope ? 1 : 0, rdim = rope ? rope->dim : 0;
+	float theta = rope ? rope->theta : 0.0f;
+	int layout = rope ? rope->layout : 0;
+
 	if (!IH || IH > IX_MAX_HEADS || !topk || topk > IX_MAX_TOPK || !page_tokens ||
-	    max_pos >= IX_MAX_POS || !scratch || region % 4)
+	    max_pos >= IX_MAX_POS || !scratch || region % 4 || (rope && !rope128_ok(layout, rdim)))
 		return -EINVAL;
 	/* The gather buffers (keys and positions): a power of two, no
 	 * smaller than topk, no larger than a row needs (or IX_SORT_CAP). */
@@ -287,7 +292,7 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
 				  : (uint32_t)(((uint64_t)max_pos + chunk) / chunk);
 
 		ret = HACCEL__LAUNCH(g, fprep, n, NT, 1, 256, 1, 1, 0, stream, &qp, &qt, &wt, &IH,
-				     &NT);
+				     &NT, &had, &rdim, &pt, &theta, &layout);
 		/* (the dynamic form takes a chunk too, and does not read it) */
 		if (!ret)
 			ret = HACCEL__LAUNCH(g, fscore, n, nb, 1, 128, 1, 1, smem_s, stream, &keys,

@@ -616,16 +616,17 @@ static int dsa_layer(struct haccel_model *m, uint32_t li, const struct fwd *f)
 
 	/* Branch s2: the indexer's queries, then (joining s3) the fused
 	 * indexer, beside attention's queries and this step's KV on the main
-	 * stream. */
+	 * stream. The queries' rope and Hadamard transform are the
+	 * indexer's, as it prepares them (one launch fewer on this path). */
 	TRY(branch_from_main(m, s2));
 	TRY(haccel__cuda_linear(g, s2, iq, cqb, Rq, F(W->iq_b), 0, T, IH * ID, Rq));
-	TRY(haccel__cuda_rope_hadamard(g, s2, iq, T, IH, (size_t)IH * ID, ID, d->index_rope_dim,
-				       pos, d->rope_theta, (int)d->index_rope_layout));
 
 	TRY(join(m, s2, s3, gm->ev_join3));
+	const struct haccel__ix_rope ixr = { .dim = d->index_rope_dim, .theta = d->rope_theta,
+					     .layout = (int)d->index_rope_layout };
 	TRY(haccel__cuda_indexer_topk(g, s2, gm->sel, gm->n_sel, iq, iw, T, IH, pos, btr, ik_reg,
 				      gm->bt, m->bt_stride, m->page_tokens, topk, f->max_pos,
-				      gm->idx_scratch));
+				      gm->idx_scratch, &ixr));
 
 	/* Attention's queries and this step's KV, on the main stream. */
 	TRY(haccel__cuda_linear(g, NULL, q, cqb, Rq, F(W->q_b), 0, T, H * qh, Rq));
