@@ -288,6 +288,15 @@ __device__ __forceinline__ void dsa_rope_angles(float *cs, uint32_t dim, uint32_
 	}
 }
 
+/* The entries (ia, ib) of rotated pair i of a vector (layout 1:
+ * interleaved, else halves of dim). */
+__device__ __forceinline__ void dsa_rope_pair(uint32_t i, uint32_t dim, int layout, uint32_t *ia,
+					      uint32_t *ib)
+{
+	*ia = layout ? 2 * i : i;
+	*ib = layout ? 2 * i + 1 : i + dim / 2;
+}
+
 /* Entry ia (first) or ib of a rotated pair (a, b) = (x[ia], x[ib]). */
 __device__ __forceinline__ float dsa_rope_one(float a, float b, float c, float s, bool first)
 {
@@ -302,8 +311,9 @@ __device__ __forceinline__ void dsa_rope_rotate(float *xt, uint32_t n_vec, uint6
 	uint32_t half = dim / 2;
 
 	for (uint32_t k = threadIdx.x; k < n_vec * half; k += blockDim.x) {
-		uint32_t v = k / half, i = k - v * half;
-		uint32_t ia = layout ? 2 * i : i, ib = layout ? 2 * i + 1 : i + half;
+		uint32_t v = k / half, i = k - v * half, ia, ib;
+
+		dsa_rope_pair(i, dim, layout, &ia, &ib);
 		float *xv = xt + v * vec_stride;
 		float a = xv[ia], b = xv[ib], c = cs[2 * i], s = cs[2 * i + 1];
 
@@ -333,7 +343,8 @@ HACCEL_K void haccel_rope2(float *x, uint32_t n_vec, uint64_t tok_stride, uint64
 
 /*
  * One warp per vector, lane l holding x[l], x[32 + l], x[64 + l], x[96 +
- * l] (dsa_hadamard_reg: r[k] = x[32 k + l] in registers): stages 1..16 pair lanes (shuffles), stages 32 and 64 pair registers.
+ * l] (dsa_hadamard_reg: r[k] = x[32 k + l] in registers): stages 1..16
+ * pair lanes (shuffles), stages 32 and 64 pair registers.
  * Each stage computes a + b and a - b from the same a and b as the CPU's
  * butterfly, so the result is the same bits.
  */
@@ -687,11 +698,11 @@ haccel_dsa_ix_prep(uint8_t *out, const float *q, const float *w, uint32_t IH, ui
 #pragma unroll
 			for (int b = 0; b < 4; b++) {
 				uint32_t d = 32 * b + lane;
-				uint32_t i = layout ? d >> 1 : d < half ? d : d - half;
-				uint32_t ia = layout ? 2 * i : i, ib = layout ? 2 * i + 1 : i + half;
+				uint32_t i = layout ? d >> 1 : d < half ? d : d - half, ia, ib;
 
 				if (d >= dim)
 					continue;
+				dsa_rope_pair(i, dim, layout, &ia, &ib);
 				x[b] = dsa_rope_one(xs[warp][ia], xs[warp][ib], cs[2 * i],
 						    cs[2 * i + 1], d == ia);
 			}
