@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "bench_roof.h"
 #include "bench_trace.h"
 #include "common.h"
 #include "core/ctx.h"
@@ -929,22 +930,6 @@ static int fill_caches(struct gb *b, const struct haccel_model *m)
 	return ret;
 }
 
-/* Bytes a decode step of B sequences at context ctx must move at least:
- * every weight once, each KDA state read and written, each sequence's
- * index keys read, its selected KV records read. */
-static double decode_bytes(const struct haccel_model *m, uint32_t B, uint32_t ctx)
-{
-	const struct haccel__model_config *c = &m->c;
-	double w = 0;
-	uint32_t topk = c->n_dsa ? c->dsa.index_topk : 0;
-
-	w = (double)m->n_params * 2;
-	w += 2.0 * B * c->n_kda * c->kda.num_heads * c->kda.head_k_dim * c->kda.head_v_dim * 4;
-	w += (double)B * c->n_dsa * ctx * 132;
-	w += (double)B * c->n_dsa * (ctx < topk ? ctx : topk) * haccel__kv_token_bytes(c->dsa.qk_rope_head_dim);
-	return w;
-}
-
 /*
  * decode --trace: `steps` more steps of the B sequences with CUPTI
  * recording kernels. Each step's window is CUPTI's clock read before and
@@ -1187,8 +1172,10 @@ int bench_model(int argc, char **argv, int json, bool prefill)
 				ret = haccel_model_step(m, it, B);
 			}
 			dt = ((double)tool_now_ns() - t0) / 1e9 / steps;
-			double bytes = decode_bytes(m, B, (uint32_t)ctxn);
-			double roof = bytes / b.copy_bw;
+			struct roof_bytes rb;
+
+			roof_decode_bytes(&m->c, m->n_params, B, (uint32_t)ctxn, &rb);
+			double bytes = rb.total, roof = bytes / b.copy_bw;
 			if (!ret)
 				fprintf(tbl, "decode %s batch %u, context %llu: %.3f ms/step, %.0f tokens/s; roofline %.3f ms (%.2f GB at copy bandwidth): %.2fx of it, %.1f%% of copy\n",
 				       dir, B, (unsigned long long)ctxn, dt * 1e3, B / dt, roof * 1e3,
@@ -1198,6 +1185,11 @@ int bench_model(int argc, char **argv, int json, bool prefill)
 			json_object_set_new(r, "seconds_per_step", json_real(dt));
 			json_object_set_new(r, "tokens_per_s", json_real(B / dt));
 			json_object_set_new(r, "roofline_bytes", json_real(bytes));
+			json_object_set_new(r, "roofline_parts",
+					    json_pack("{s:f, s:f, s:f, s:f, s:f}", "weights",
+						      rb.weights, "kda_state", rb.kda_state,
+						      "conv_tails", rb.conv_tails, "index_keys",
+						      rb.index_keys, "kv_records", rb.kv_records));
 			json_object_set_new(r, "roofline_seconds", json_real(roof));
 			json_object_set_new(r, "x_roofline", json_real(dt / roof));
 			if (!ret && trace)
