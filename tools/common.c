@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "haccel.h"
 
 const char *tool_name = "haccel";
 
@@ -23,6 +24,26 @@ void tool_err(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+static void tool_log_sink(void *user, int level, const char *msg)
+{
+	static const char *const names[] = { "error", "warn", "info", "debug" };
+
+	(void)user;
+	if (level > HACCEL_LOG_ERROR && level <= HACCEL_LOG_DEBUG)
+		fprintf(stderr, "haccel: %s: %s\n", names[level], msg);
+}
+
+int tool_ctx_open(int level, struct haccel_ctx **ctx)
+{
+	struct haccel_open_params p;
+
+	haccel_open_params_init(&p);
+	if (level >= 0)
+		p.log_level = level;
+	p.log_fn = tool_log_sink;
+	return haccel_open(&p, ctx);
 }
 
 int tool_print_json(json_t *v)

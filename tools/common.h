@@ -12,6 +12,8 @@
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
 
+struct haccel_ctx;
+
 /* Program name for messages ("haccel-ctl"). */
 extern const char *tool_name;
 
@@ -20,6 +22,16 @@ void tool_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Print v as indented JSON on stdout, newline-terminated; steals v. */
 int tool_print_json(json_t *v);
+
+/*
+ * A libhaccel context for a tool that reports each failure itself, with
+ * haccel_last_error()'s message: its log sink drops error lines, so the
+ * user reads each error once, and prints the other levels to stderr as
+ * the library's default sink does ("haccel: warn: ..."). level: an enum
+ * haccel_log_level, or -1 for the library's default (warn; HACCEL_LOG
+ * overrides either). Returns haccel_open()'s result.
+ */
+int tool_ctx_open(int level, struct haccel_ctx **ctx);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t tool_now_ns(void);

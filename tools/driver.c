@@ -55,24 +55,11 @@ static void usage(FILE *f)
 
 /* The library reports its errors through haccel_last_error(), printed here
  * once; HACCEL_LOG=info or debug shows the probe's own lines. */
-static void log_sink(void *user, int level, const char *msg)
-{
-	static const char *const names[] = { "error", "warn", "info", "debug" };
-
-	(void)user;
-	if (level > HACCEL_LOG_ERROR && level <= HACCEL_LOG_DEBUG)
-		fprintf(stderr, "haccel: %s: %s\n", names[level], msg);
-}
-
 static struct haccel_ctx *ctx_open(void)
 {
-	struct haccel_open_params p;
 	struct haccel_ctx *ctx;
 
-	haccel_open_params_init(&p);
-	p.log_level = HACCEL_LOG_ERROR;
-	p.log_fn = log_sink;
-	if (haccel_open(&p, &ctx)) {
+	if (tool_ctx_open(HACCEL_LOG_ERROR, &ctx)) {
 		tool_err("cannot open libhaccel");
 		return NULL;
 	}

@@ -303,7 +303,9 @@ int main(int argc, char **argv)
 		if (p[i].n > longest)
 			longest = p[i].n;
 
-	if (haccel_open(NULL, &ctx)) {
+	/* Every failure below is reported once, with haccel_last_error(). */
+	if (tool_ctx_open(-1, &ctx)) {
+		tool_err("cannot open libhaccel");
 		ret = EXIT_FAIL;
 		goto out;
 	}
@@ -350,8 +352,13 @@ int main(int argc, char **argv)
 		p[i].out = calloc(o.max_new + 1, sizeof(int32_t));
 		p[i].logits = malloc(info.vocab_size * sizeof(float));
 		p[i].rng = o.seed + i;
-		if (!ret && (!p[i].out || !p[i].logits || haccel_model_seq_create(m, &p[i].seq))) {
+		if (!ret && (!p[i].out || !p[i].logits)) {
 			tool_err("out of memory");
+			ret = EXIT_FAIL;
+		}
+		if (!ret && (ret = haccel_model_seq_create(m, &p[i].seq)) != 0) {
+			haccel_last_error(ctx, err, sizeof(err));
+			tool_err("prompt %u: %s", i, err[0] ? err : haccel_strerror(ret));
 			ret = EXIT_FAIL;
 		}
 	}

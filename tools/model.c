@@ -99,7 +99,7 @@ int model_main(int argc, char **argv)
 		tool_err("model init: --preset and --out are required");
 		return EXIT_USAGE;
 	}
-	if (haccel_open(NULL, &ctx)) {
+	if (tool_ctx_open(-1, &ctx)) {
 		tool_err("cannot open libhaccel");
 		return EXIT_FAIL;
 	}

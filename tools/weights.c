@@ -67,27 +67,14 @@ static void usage(FILE *f)
 		"2 usage error. See haccel-ctl(1).\n");
 }
 
-/* Library errors reach the user once, through haccel_last_error(); the
- * other levels go to stderr as the default sink would print them. */
-static void log_sink(void *user, int level, const char *msg)
-{
-	static const char *const names[] = { "error", "warn", "info", "debug" };
-
-	(void)user;
-	if (level > HACCEL_LOG_ERROR && level <= HACCEL_LOG_DEBUG)
-		fprintf(stderr, "haccel: %s: %s\n", names[level], msg);
-}
-
 /* Open the checkpoint; on failure print why, also into msg (len bytes). */
 static int open_checkpoint(const struct wopts *o, struct haccel_ctx **ctx,
 			   struct haccel_weights **w, char *msg, size_t len)
 {
-	struct haccel_open_params p;
 	int ret;
 
-	haccel_open_params_init(&p);
-	p.log_fn = log_sink;
-	ret = haccel_open(&p, ctx);
+	/* Library errors reach the user once, through haccel_last_error(). */
+	ret = tool_ctx_open(-1, ctx);
 	if (ret) {
 		tool_err("cannot create a libhaccel context: %s", haccel_strerror(ret));
 		return ret;
