@@ -41,16 +41,6 @@ static void teardown(void)
 	free(dir);
 }
 
-/* Occurrences of needle in s. */
-static int count_of(const char *s, const char *needle)
-{
-	int n = 0;
-
-	for (const char *p = s; (p = strstr(p, needle)) != NULL; p += strlen(needle))
-		n++;
-	return n;
-}
-
 static void t_model_init(void)
 {
 	json_t *j;
@@ -70,7 +60,7 @@ static void t_model_init(void)
 	tool_run(&r, "HACCEL_CTL", "model", "init", "--preset", "nosuch", "--out", model, NULL);
 	KTAP_EXPECT_EQ(r.status, 2);
 	KTAP_EXPECT(strstr(r.err, "tiny") && strstr(r.err, "small"));
-	KTAP_EXPECT_EQ(count_of(r.err, "nosuch"), 1);
+	KTAP_EXPECT_EQ(test_count_of(r.err, "nosuch"), 1);
 	KTAP_EXPECT(strstr(r.err, "haccel: error:") == NULL);
 	tool_run(&r, "HACCEL_CTL", "model", "init", "--preset", "tiny", NULL);
 	KTAP_EXPECT_EQ(r.status, 2);
@@ -255,7 +245,7 @@ static void t_run_usage_errors(void)
 	KTAP_EXPECT_EQ(r.status, 1);
 	KTAP_EXPECT(strstr(r.err, "config.json") != NULL);
 	/* once, by the tool: the library's error line is not printed too */
-	KTAP_EXPECT_EQ(count_of(r.err, "config.json"), 1);
+	KTAP_EXPECT_EQ(test_count_of(r.err, "config.json"), 1);
 	KTAP_EXPECT(strstr(r.err, "haccel: error:") == NULL);
 	tool_run(&r, "HACCEL_RUN", "--help", NULL);
 	KTAP_EXPECT_EQ(r.status, 0);

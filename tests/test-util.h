@@ -77,6 +77,16 @@ static inline int test_rmtree(const char *dir)
 	return nftw(dir, test_rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* Occurrences of needle in s (a message printed once or twice). */
+static inline int test_count_of(const char *s, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = s; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+		n++;
+	return n;
+}
+
 /* What a tool run printed and how it ended. */
 struct tool_result {
 	int status;      /* exit code, or 128 + signal */

@@ -457,6 +457,13 @@ static void t_bench_usage_errors(void)
 	KTAP_EXPECT_EQ(r.status, 2);
 	run(&r, "HACCEL_BENCH", "pools", "stray", NULL);
 	KTAP_EXPECT_EQ(r.status, 2);
+	/* a library error, reported once by the tool (not also by the
+	 * library's own log line) */
+	run(&r, "HACCEL_BENCH", "stream", "/nonexistent/model.safetensors", NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "/nonexistent/model.safetensors: no such file") != NULL);
+	KTAP_EXPECT_EQ(test_count_of(r.err, "nonexistent"), 1);
+	KTAP_EXPECT(strstr(r.err, "haccel: error:") == NULL);
 }
 
 /* stream --device: its help, a bad value, and "no GPU" without one. */

@@ -66,7 +66,8 @@ static int gpu_start(struct gb *b)
 	struct haccel_gpu_info gi;
 	int ret;
 
-	if (haccel_open(NULL, &b->ctx))
+	/* Each failure is reported once, with haccel_last_error(). */
+	if (tool_ctx_open(-1, &b->ctx))
 		return -ENOMEM;
 	ret = haccel_gpu_info(b->ctx, &gi);
 	if (ret) {

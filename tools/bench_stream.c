@@ -984,7 +984,8 @@ int bench_stream(int argc, char **argv, int json)
 		json_decref(probes);
 		return ret > 0 ? EXIT_OK : EXIT_USAGE;
 	}
-	ret = haccel_open(NULL, &ctx);
+	/* Each failure is reported once, with haccel_last_error(). */
+	ret = tool_ctx_open(-1, &ctx);
 	if (ret) {
 		tool_err("stream: %s", haccel_strerror(ret));
 		return EXIT_FAIL;
@@ -1001,8 +1002,10 @@ int bench_stream(int argc, char **argv, int json)
 	}
 	ret = haccel_weights_open(ctx, o.path, 0, &w);
 	if (ret) {
-		haccel_last_error(ctx, err, sizeof(err));
-		tool_err("stream: %s: %s", o.path, err[0] ? err : haccel_strerror(ret));
+		/* The library's message names the file. */
+		if (!haccel_last_error(ctx, err, sizeof(err)))
+			snprintf(err, sizeof(err), "%s: %s", o.path, haccel_strerror(ret));
+		tool_err("stream: %s", err);
 		haccel_close(ctx);
 		return EXIT_FAIL;
 	}
