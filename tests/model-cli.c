@@ -224,6 +224,43 @@ static void t_run_sampling_seeds(void)
 	teardown();
 }
 
+/* --max-seq: a prompt stops where its sequence is full, with the tokens it
+ * had made so far (greedy: the start of the longer run's), and says why. */
+static void t_run_max_seq(void)
+{
+	json_t *a, *b;
+
+	setup();
+	tool_run(&r, "HACCEL_RUN", model, "--tokens", "1,2,3", "--max-new", "5", "--json", NULL);
+	tool_run(&r2, "HACCEL_RUN", model, "--tokens", "1,2,3", "--max-new", "5", "--max-seq", "4",
+		 "--json", NULL);
+	KTAP_ASSERT(r.status == 0 && r2.status == 0);
+	a = js(&r);
+	b = js(&r2);
+	KTAP_EXPECT_EQ(json_array_size(tokens_of(a, 0)), 5);
+	/* 3 prompt tokens in a sequence of 4: 4 - 3 + 1 generated */
+	KTAP_ASSERT_EQ(json_array_size(tokens_of(b, 0)), 2);
+	for (size_t i = 0; i < 2; i++)
+		KTAP_EXPECT(json_equal(json_array_get(tokens_of(a, 0), i),
+				       json_array_get(tokens_of(b, 0), i)));
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(
+				    json_array_get(json_object_get(a, "outputs"), 0), "stop")),
+			    "max_new"));
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(
+				    json_array_get(json_object_get(b, "outputs"), 0), "stop")),
+			    "max_seq"));
+	json_decref(a);
+	json_decref(b);
+	tool_run(&r, "HACCEL_RUN", model, "--tokens", "1,2,3", "--max-new", "5", "--max-seq", "3",
+		 "--quiet", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	KTAP_EXPECT(strstr(r.err, "prompt 0: stopped after 1 generated token: its sequence is full (--max-seq 3)") != NULL);
+	tool_run(&r, "HACCEL_RUN", model, "--tokens", "1,2,3", "--max-seq", "2", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "--max-seq 2: the longest prompt has 3 tokens") != NULL);
+	teardown();
+}
+
 static void t_run_usage_errors(void)
 {
 	setup();
@@ -290,6 +327,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_run_batch),
 	KTAP_CASE(t_run_batch_summary),
 	KTAP_CASE(t_run_sampling_seeds),
+	KTAP_CASE(t_run_max_seq),
 	KTAP_CASE(t_run_usage_errors),
 };
 

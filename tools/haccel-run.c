@@ -26,6 +26,7 @@ struct prompt {
 	uint32_t seq;
 	uint64_t rng;
 	int finished;
+	const char *stop;     /* why it finished: "max_new", "eos", "max_seq" */
 	float *logits;
 };
 
@@ -57,7 +58,8 @@ static void usage(FILE *f)
 		"      --top-p P         nucleus sampling mass, (0, 1] (default 1)\n"
 		"      --seed S          sampling seed (default 1; prompt i uses S + i)\n"
 		"      --chunk N         prefill chunk size in tokens (default 64)\n"
-		"      --max-seq N       longest sequence (default: longest prompt + max-new)\n"
+		"      --max-seq N       longest sequence (default: longest prompt + max-new);\n"
+		"                        a prompt stops generating when its sequence is full\n"
 		"      --device DEV      cpu, cuda, or auto: cuda when there is a usable GPU\n"
 		"                        and this build has GPU kernels, else cpu (default)\n"
 		"      --no-graphs       cuda: launch each step's kernels, no CUDA graphs\n"
@@ -302,6 +304,12 @@ int main(int argc, char **argv)
 	for (uint32_t i = 0; i < n; i++)
 		if (p[i].n > longest)
 			longest = p[i].n;
+	if (o.max_seq && o.max_seq < longest) {
+		tool_err("--max-seq %llu: the longest prompt has %u tokens",
+			 (unsigned long long)o.max_seq, longest);
+		ret = EXIT_USAGE;
+		goto out;
+	}
 
 	/* Every failure below is reported once, with haccel_last_error(). */
 	if (tool_ctx_open(-1, &ctx)) {
@@ -448,6 +456,7 @@ int main(int argc, char **argv)
 				continue;
 			if (q->n_out == o.max_new) {
 				q->finished = 1;
+				q->stop = "max_new";
 				continue;
 			}
 			haccel_model_sample(m, q->logits, (float)o.temperature, (float)o.top_p, &q->rng, &tok);
@@ -460,8 +469,13 @@ int main(int argc, char **argv)
 				fflush(stdout);
 				free(t);
 			}
-			if (q->n_out == o.max_new || tok == info.eos_token_id)
-				q->finished = 1;
+			/* Generating one more token feeds this one: the
+			 * sequence must have room for it. */
+			q->stop = tok == info.eos_token_id	       ? "eos" :
+				  q->n_out == o.max_new		       ? "max_new" :
+				  q->n + q->n_out > mp.max_seq_tokens ? "max_seq" :
+									 NULL;
+			q->finished = q->stop != NULL;
 		}
 	}
 	if (stream) {
@@ -491,6 +505,7 @@ int main(int argc, char **argv)
 				json_array_append_new(toks, json_integer(p[i].out[t]));
 			json_object_set_new(e, "prompt_tokens", json_integer(p[i].n));
 			json_object_set_new(e, "tokens", toks);
+			json_object_set_new(e, "stop", json_string(p[i].stop ? p[i].stop : "max_new"));
 			if (info.vocab_size == 256) {
 				char *t = bytes_text(p[i].out, p[i].n_out);
 				json_object_set_new(e, "text", json_string(t ? t : ""));
@@ -532,6 +547,10 @@ int main(int argc, char **argv)
 					printf("\n");
 				}
 			}
+		for (uint32_t i = 0; i < n; i++)
+			if (p[i].stop && !strcmp(p[i].stop, "max_seq"))
+				tool_err("prompt %u: stopped after %u generated token%s: its sequence is full (--max-seq %u)",
+					 i, p[i].n_out, p[i].n_out == 1 ? "" : "s", mp.max_seq_tokens);
 		fprintf(stderr,
 			"haccel-run: %u prompt(s) on the %s; %llu parameters; first token after %.3f s\n"
 			"  prefill  %6llu tokens in %.3f s: %10.1f tokens/s\n"
