@@ -270,6 +270,14 @@ static void t_run_usage_errors(void)
 	KTAP_EXPECT_EQ(r.status, 2);
 	tool_run(&r, "HACCEL_RUN", model, "--prompt", "a", "--top-p", "0", NULL);
 	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "bad value '0' for --top-p") != NULL);
+	/* the option is named however it was spelled */
+	tool_run(&r, "HACCEL_RUN", model, "--prompt", "a", "-n", "x", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "bad value 'x' for --max-new") != NULL);
+	tool_run(&r, "HACCEL_RUN", model, "--prompt", "a", "--chunk=0", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "bad value '0' for --chunk") != NULL);
 	tool_run(&r, "HACCEL_RUN", model, "--prompt", "a", "--device", "tpu", NULL);
 	KTAP_EXPECT_EQ(r.status, 2);
 	KTAP_EXPECT(strstr(r.err, "cpu, cuda or auto") != NULL);

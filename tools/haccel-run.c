@@ -214,7 +214,13 @@ static int parse(int argc, char **argv, struct ropts *o)
 	o->dir = argv[optind];
 	return 0;
 bad:
-	tool_err("bad value '%s' for %s", optarg, argv[optind - 1]);
+	/* the option by its long name, however it was spelled */
+	for (const struct option *l = lo; l->name; l++)
+		if (l->val == c) {
+			tool_err("bad value '%s' for --%s", optarg, l->name);
+			return -EINVAL;
+		}
+	tool_err("bad value '%s'", optarg);
 	return -EINVAL;
 }
 
