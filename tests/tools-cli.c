@@ -457,6 +457,20 @@ static void t_bench_usage_errors(void)
 	KTAP_EXPECT_EQ(r.status, 2);
 	run(&r, "HACCEL_BENCH", "pools", "stray", NULL);
 	KTAP_EXPECT_EQ(r.status, 2);
+	/* decode's values: which one, and what it takes */
+	run(&r, "HACCEL_BENCH", "decode", "model", "--context", "-5", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "bad --context '-5' (1..1048576)") != NULL);
+	run(&r, "HACCEL_BENCH", "decode", "model", "--steps", "0", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "bad --steps '0' (1..100000)") != NULL);
+	run(&r, "HACCEL_BENCH", "decode", "model", "--batch", "1,5000", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "bad --batch value '5000' (1..4096)") != NULL);
+	run(&r, "HACCEL_BENCH", "decode", "model", "--batch",
+	    "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "at most 16 values") != NULL);
 	/* a library error, reported once by the tool (not also by the
 	 * library's own log line) */
 	run(&r, "HACCEL_BENCH", "stream", "/nonexistent/model.safetensors", NULL);

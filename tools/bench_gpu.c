@@ -1090,19 +1090,24 @@ int bench_model(int argc, char **argv, int json, bool prefill)
 		} else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
 			char *s = argv[++i], *tok;
 			nb = 0;
-			for (tok = strtok(s, ","); tok && nb < 16; tok = strtok(NULL, ","))
-				if (tool_parse_u64(tok, 1, 4096, &batches[nb++])) {
-					tool_err("%s: bad --batch value '%s'", what, tok);
+			for (tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
+				if (nb == 16) {
+					tool_err("%s: --batch: at most 16 values", what);
 					return EXIT_USAGE;
 				}
+				if (tool_parse_u64(tok, 1, 4096, &batches[nb++])) {
+					tool_err("%s: bad --batch value '%s' (1..4096)", what, tok);
+					return EXIT_USAGE;
+				}
+			}
 		} else if (!strcmp(argv[i], "--context") && i + 1 < argc) {
 			if (tool_parse_u64(argv[++i], 1, 1u << 20, &ctxn)) {
-				tool_err("%s: bad --context", what);
+				tool_err("%s: bad --context '%s' (1..1048576)", what, argv[i]);
 				return EXIT_USAGE;
 			}
 		} else if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
 			if (tool_parse_u64(argv[++i], 1, 100000, &steps)) {
-				tool_err("%s: bad --steps", what);
+				tool_err("%s: bad --steps '%s' (1..100000)", what, argv[i]);
 				return EXIT_USAGE;
 			}
 		} else if (argv[i][0] != '-' && !dir) {
