@@ -255,6 +255,13 @@ static void t_run_max_seq(void)
 		 "--quiet", NULL);
 	KTAP_EXPECT_EQ(r.status, 0);
 	KTAP_EXPECT(strstr(r.err, "prompt 0: stopped after 1 generated token: its sequence is full (--max-seq 3)") != NULL);
+	/* nothing generated: no time to a first token */
+	tool_run(&r, "HACCEL_RUN", model, "--tokens", "1,2,3", "--max-new", "0", "--json", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	a = js(&r);
+	KTAP_EXPECT(json_is_null(json_object_get(a, "first_token_seconds")));
+	KTAP_EXPECT_EQ(json_array_size(tokens_of(a, 0)), 0);
+	json_decref(a);
 	tool_run(&r, "HACCEL_RUN", model, "--tokens", "1,2,3", "--max-seq", "2", NULL);
 	KTAP_EXPECT_EQ(r.status, 2);
 	KTAP_EXPECT(strstr(r.err, "--max-seq 2: the longest prompt has 3 tokens") != NULL);

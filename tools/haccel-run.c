@@ -504,7 +504,8 @@ int main(int argc, char **argv)
 		json_object_set_new(r, "device", json_string(dev_name));
 		json_object_set_new(r, "graphs", json_boolean(o.device == DEV_CUDA && !o.no_graphs));
 		json_object_set_new(r, "open_seconds", json_real(t_open));
-		json_object_set_new(r, "first_token_seconds", json_real(ttft));
+		/* null when no token was generated (--max-new 0) */
+		json_object_set_new(r, "first_token_seconds", ttft < 0 ? json_null() : json_real(ttft));
 		for (uint32_t i = 0; i < n; i++) {
 			json_t *e = json_object(), *toks = json_array();
 			for (uint32_t t = 0; t < p[i].n_out; t++)
@@ -557,13 +558,19 @@ int main(int argc, char **argv)
 			if (p[i].stop && !strcmp(p[i].stop, "max_seq"))
 				tool_err("prompt %u: stopped after %u generated token%s: its sequence is full (--max-seq %u)",
 					 i, p[i].n_out, p[i].n_out == 1 ? "" : "s", mp.max_seq_tokens);
+		char ft[64];
+
+		if (ttft < 0)
+			snprintf(ft, sizeof(ft), "no token generated");
+		else
+			snprintf(ft, sizeof(ft), "first token after %.3f s", ttft);
 		fprintf(stderr,
-			"haccel-run: %u prompt(s) on the %s; %llu parameters; first token after %.3f s\n"
+			"haccel-run: %u prompt(s) on the %s; %llu parameters; %s\n"
 			"  prefill  %6llu tokens in %.3f s: %10.1f tokens/s\n"
 			"  decode   %6llu tokens in %.3f s: %10.1f tokens/s\n"
 			"  kv pages %llu used at peak of %llu; state slots %llu of %llu\n"
 			"  weights  %s in %.3f s: %.2f GB/s (%s, %s); model opened in %.3f s\n",
-			n, dev_name, (unsigned long long)info.params, ttft,
+			n, dev_name, (unsigned long long)info.params, ft,
 			(unsigned long long)pre_tok, pre_s, pre_s > 0 ? pre_tok / pre_s : 0.0,
 			(unsigned long long)dec_tok, dec_s, dec_s > 0 ? dec_tok / dec_s : 0.0,
 			(unsigned long long)peak_pages, (unsigned long long)ks.pages_total,
