@@ -25,8 +25,8 @@ struct prompt {
 	uint32_t done;        /* prompt tokens already stepped */
 	uint32_t seq;
 	uint64_t rng;
-	int finished;
-	const char *stop;     /* why it finished: "max_new", "eos", "max_seq" */
+	const char *stop;     /* NULL while it runs, then why it stopped:
+			       * "max_new", "eos" or "max_seq" */
 	float *logits;
 };
 
@@ -401,13 +401,13 @@ int main(int argc, char **argv)
 		uint32_t ni = 0, prefilling = 0, ntok = 0;
 
 		for (uint32_t i = 0; i < n; i++)
-			if (!p[i].finished && p[i].done < p[i].n)
+			if (!p[i].stop && p[i].done < p[i].n)
 				prefilling = 1;
 		for (uint32_t i = 0; i < n; i++) {
 			struct prompt *q = &p[i];
 			struct haccel_step_item *it = &items[ni];
 
-			if (q->finished || (prefilling && q->done == q->n))
+			if (q->stop || (prefilling && q->done == q->n))
 				continue;
 			it->seq = q->seq;
 			if (q->done < q->n) {
@@ -453,7 +453,7 @@ int main(int argc, char **argv)
 			int32_t tok;
 
 			/* Exactly the prompts put into items above, in order. */
-			if (q->finished || (prefilling && q->done == q->n))
+			if (q->stop || (prefilling && q->done == q->n))
 				continue;
 			struct haccel_step_item *it = &items[k++];
 			if (q->done < q->n)
@@ -461,7 +461,6 @@ int main(int argc, char **argv)
 			if (!it->logits)
 				continue;
 			if (q->n_out == o.max_new) {
-				q->finished = 1;
 				q->stop = "max_new";
 				continue;
 			}
@@ -481,7 +480,6 @@ int main(int argc, char **argv)
 				  q->n_out == o.max_new		       ? "max_new" :
 				  q->n + q->n_out > mp.max_seq_tokens ? "max_seq" :
 									 NULL;
-			q->finished = q->stop != NULL;
 		}
 	}
 	if (stream) {
