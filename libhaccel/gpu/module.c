@@ -89,6 +89,22 @@ int haccel__gpu_get(struct haccel_ctx *ctx, struct haccel__gpu **out)
 	return 0;
 }
 
+int haccel__gpu_side_streams(struct haccel__gpu *g, void **s2, void **s3)
+{
+	struct haccel__cuda *cu = g->cu;
+	int ret = 0;
+
+	pthread_mutex_lock(&g->ctx->lock);
+	for (int i = 0; !ret && i < 2; i++)
+		if (!g->side[i])
+			ret = HACCEL__CU(g->ctx, cu->StreamCreate(&g->side[i],
+								  HACCEL__CU_STREAM_NON_BLOCKING));
+	*s2 = g->side[0];
+	*s3 = g->side[1];
+	pthread_mutex_unlock(&g->ctx->lock);
+	return ret;
+}
+
 void haccel__gpu_fini(struct haccel_ctx *ctx)
 {
 	struct haccel__gpu *g = ctx->gpu;
@@ -96,7 +112,13 @@ void haccel__gpu_fini(struct haccel_ctx *ctx)
 	if (!g)
 		return;
 	g->cu->StreamSynchronize(g->stream);
+	for (int i = 0; i < 2; i++)
+		if (g->side[i])
+			g->cu->StreamSynchronize(g->side[i]);
 	haccel__blas_fini(g);
+	for (int i = 0; i < 2; i++)
+		if (g->side[i])
+			g->cu->StreamDestroy(g->side[i]);
 	g->cu->StreamDestroy(g->stream);
 	g->cu->ModuleUnload(g->module);
 	free(g);

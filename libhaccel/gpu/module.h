@@ -25,6 +25,8 @@ struct haccel__gpu {
 	struct haccel__cuda *cu;
 	void *module;
 	void *stream;              /* compute stream, non-blocking */
+	void *side[2];             /* the models' branch streams (haccel__gpu_side_streams);
+				    * under ctx->lock */
 	struct haccel__blas *blas; /* cuBLASLt, loaded on first GEMM */
 	bool gemm_lt_only;         /* HACCEL_GEMM=cublaslt: no few-row kernel */
 	int kda_pass2;             /* HACCEL_KDA_PASS2: 0 auto, 1 mma, 32 or 64 (wg32, wg64) */
@@ -52,6 +54,15 @@ struct haccel__gpu {
  */
 int haccel__gpu_get(struct haccel_ctx *ctx, struct haccel__gpu **out);
 void haccel__gpu_fini(struct haccel_ctx *ctx);
+
+/*
+ * The two non-blocking streams that models fork their graph branches onto,
+ * made on first use and kept until the context closes, so that every model
+ * of the context gets the same two (a model opened after others were
+ * closed ran its decode steps up to 2% slower on an H200 with streams of
+ * its own; docs/benchmarks.md, thirty-fourth entry). Returns 0 or -EIO.
+ */
+int haccel__gpu_side_streams(struct haccel__gpu *g, void **s2, void **s3);
 
 /* The kernel called name (extern "C" in kernels/). Returns 0 or -ENOENT. */
 int haccel__gpu_fn(struct haccel__gpu *g, const char *name, void **fn);

@@ -52,7 +52,7 @@
 struct haccel__gmodel {
 	struct haccel__gpu *g;
 	struct haccel__cuda *cu;
-	void *s2, *s3;                  /* the indexer's branches */
+	void *s2, *s3;                  /* graph branches (the context's streams) */
 	void *ev_fork, *ev_join2, *ev_join3;
 
 	uint64_t arena, arena_bytes;    /* weights */
@@ -274,10 +274,9 @@ int haccel__gmodel_setup(struct haccel_model *m)
 	ret = HACCEL__CU(ctx, cu->MemHostRegister(gm->in_host, gm->in_bytes, 0));
 	if (!ret)
 		ret = HACCEL__CU(ctx, cu->MemHostRegister(gm->logits_host, (size_t)gm->Rmax * V * 4, 0));
+	/* the context's branch streams, the same for every model */
 	if (!ret)
-		ret = HACCEL__CU(ctx, cu->StreamCreate(&gm->s2, HACCEL__CU_STREAM_NON_BLOCKING));
-	if (!ret)
-		ret = HACCEL__CU(ctx, cu->StreamCreate(&gm->s3, HACCEL__CU_STREAM_NON_BLOCKING));
+		ret = haccel__gpu_side_streams(gm->g, &gm->s2, &gm->s3);
 	if (!ret)
 		ret = HACCEL__CU(ctx, cu->EventCreate(&gm->ev_fork, HACCEL__CU_EVENT_DISABLE_TIMING));
 	if (!ret)
@@ -319,14 +318,7 @@ void haccel__gmodel_close(struct haccel_model *m)
 			cu->EventDestroy(gm->ev_join2);
 		if (gm->ev_join3)
 			cu->EventDestroy(gm->ev_join3);
-		if (gm->s2) {
-			haccel__blas_release_stream(gm->g, gm->s2);
-			cu->StreamDestroy(gm->s2);
-		}
-		if (gm->s3) {
-			haccel__blas_release_stream(gm->g, gm->s3);
-			cu->StreamDestroy(gm->s3);
-		}
+		/* (s2 and s3 are the context's: haccel__gpu_side_streams) */
 		if (gm->in_host)
 			cu->MemHostUnregister(gm->in_host);
 		if (gm->logits_host)
