@@ -1488,8 +1488,9 @@ struct dsa_split {
 	uint32_t t, h0, split, j0, nrec, ntile;
 };
 
-__device__ __forceinline__ dsa_split dsa_split_of(const uint32_t *n_sel, uint32_t topk,
-						  uint32_t HG, uint32_t n_split, uint32_t tps,
+/* The block's token, head group, split and first record (no memory
+ * read: before the programmatic wait too). */
+__device__ __forceinline__ dsa_split dsa_split_at(uint32_t HG, uint32_t n_split, uint32_t tps,
 						  uint32_t n_hg)
 {
 	dsa_split r;
@@ -1498,11 +1499,26 @@ __device__ __forceinline__ dsa_split dsa_split_of(const uint32_t *n_sel, uint32_
 	r.split = blockIdx.x / n_hg % n_split;
 	r.t = blockIdx.x / n_hg / n_split;
 	r.h0 = hg * HG;
-	uint32_t n = dsa_minu(n_sel[r.t], topk);
-
 	r.j0 = r.split * tps * DSA_MLA_L;
-	r.nrec = r.j0 < n ? dsa_minu(n - r.j0, tps * DSA_MLA_L) : 0;
-	r.ntile = (r.nrec + DSA_MLA_L - 1) / DSA_MLA_L;
+	r.nrec = r.ntile = 0;
+	return r;
+}
+
+/* Its records and tiles from the token's selection count n (n_sel). */
+__device__ __forceinline__ void dsa_split_n(dsa_split *r, uint32_t n, uint32_t topk, uint32_t tps)
+{
+	n = dsa_minu(n, topk);
+	r->nrec = r->j0 < n ? dsa_minu(n - r->j0, tps * DSA_MLA_L) : 0;
+	r->ntile = (r->nrec + DSA_MLA_L - 1) / DSA_MLA_L;
+}
+
+__device__ __forceinline__ dsa_split dsa_split_of(const uint32_t *n_sel, uint32_t topk,
+						  uint32_t HG, uint32_t n_split, uint32_t tps,
+						  uint32_t n_hg)
+{
+	dsa_split r = dsa_split_at(HG, n_split, tps, n_hg);
+
+	dsa_split_n(&r, n_sel[r.t], topk, tps);
 	return r;
 }
 
@@ -2560,9 +2576,14 @@ haccel_dsa_mla_h16(DSA_MLA_PARAMS)
 #define DSA_WS_THREADS 384      /* three warpgroups */
 #define DSA_WS_REGS 224         /* registers a thread of the two that compute */
 #define DSA_WS_REGS_COPY 56     /* and of the one that copies: 64512 in all */
+#define DSA_WS_THREADS_S 512    /* h16s: four warpgroups */
+#define DSA_WS_REGS_S 184       /* h16s: warpgroup 0 (S) */
+#define DSA_WS_REGS_SM 72       /* h16s: the softmax's */
+#define DSA_WS_REGS_O 200       /* h16s: warpgroup 1 (O): 65536 in all */
 #define DSA_WS_NST 4            /* record buffers */
 #define DSA_WS_STAGE 41984      /* a buffer: codes 32768, rope 8192, scales 1024 */
 #define DSA_WS_MISC 1376        /* shared bytes between the buffers and the slots */
+#define DSA_WS_PBATCH 8         /* positions a copying thread asks for at once */
 
 __device__ __forceinline__ void dsa_bar(uint32_t id, uint32_t n)
 {
@@ -2869,6 +2890,191 @@ __device__ __forceinline__ void dsa_ws_cmerge(const float *ob, const float *m_fi
 	cl.sync();
 }
 
+/* A softmax's running state, a thread of the warpgroup that forms P. */
+struct dsa_ws_smx {
+	float m_run[4], lt[4];
+	int eref[4];
+};
+
+/*
+ * The softmax of tile it (P buffer b) from its logits sv (base 2, -inf
+ * for a record past the tile's nh; sv[i]: head index 2 (i >> 2) + (i &
+ * 1), record r0 + 8 ((i >> 1) & 1), the S accumulators' order) and its
+ * records' scales sc, by one thread of the warpgroup that forms P (warp
+ * wq of it, lane (g, c)): the tile's max of each head over the warpgroup
+ * and of each latent tile's scale exponents (named barrier 2), alpha and
+ * the new m, P in fp16 times each latent tile's factor into P buffer b
+ * once warpgroup 1 is done with tile it - 2, alpha and Enew beside it,
+ * then an arrival on pfull[b].
+ */
+__device__ __forceinline__ void dsa_ws_softmax(dsa_ws_smx &x, const float *sv,
+					       const float (*sc)[4], const bool *vr, uint32_t it,
+					       float *side, float *wmax, uint32_t *wexp,
+					       uint8_t *pb, uint64_t *pfull, uint64_t *pempty)
+{
+	uint32_t wtid = threadIdx.x & 127, lane = wtid & 31, wq = wtid >> 5;
+	uint32_t g = lane >> 2, c = lane & 3, b = it & 1;
+	uint32_t pbase = 256 * c + 32 * (wq ^ c) + 2 * g;
+
+	/* The scales' exponent fields of records r0, r0 + 8, latent tiles
+	 * (0, 1) and (2, 3) as 16-bit pairs (0 past nh: the tile has a
+	 * record, and no exponent is below -127, so the max is unchanged). */
+	uint32_t ex[2][2];
+
+#pragma unroll
+	for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+		for (int u = 0; u < 2; u++) {
+			uint32_t v = hac_f2u(sc[hh][2 * u]) >> 23 | hac_f2u(sc[hh][2 * u + 1]) >> 23
+									 << 16;
+
+			ex[hh][u] = vr[hh] ? v & 0x00ff00ffu : 0;
+		}
+	/* the tile's max of each head over the warpgroup, and of each latent
+	 * tile's exponents */
+	float mx[4];
+
+#pragma unroll
+	for (int hi = 0; hi < 4; hi++) {
+		int i0 = 4 * (hi >> 1) + (hi & 1);
+
+		/* fmaxf skips NaN scores, as the CPU's max does */
+		mx[hi] = fmaxf(sv[i0], sv[i0 + 2]);
+	}
+	uint32_t xm[2] = { dsa_max_u16x2(ex[0][0], ex[1][0]), dsa_max_u16x2(ex[0][1], ex[1][1]) };
+
+#pragma unroll
+	for (int o = 4; o < 32; o <<= 1) {
+#pragma unroll
+		for (int hi = 0; hi < 4; hi++)
+			mx[hi] = fmaxf(mx[hi], __shfl_xor_sync(0xffffffffu, mx[hi], o));
+#pragma unroll
+		for (int u = 0; u < 2; u++)
+			xm[u] = dsa_max_u16x2(xm[u], __shfl_xor_sync(0xffffffffu, xm[u], o));
+	}
+	float *wm = wmax + b * 64;
+
+	if (g == 0)
+#pragma unroll
+		for (int hi = 0; hi < 4; hi++)
+			wm[(8 * (hi >> 1) + 2 * c + (hi & 1)) * 4 + wq] = mx[hi];
+	if (lane == 0)
+		*(uint2 *)(wexp + 8 * b + 2 * wq) = make_uint2(xm[0], xm[1]);
+	dsa_bar(2, 128);
+	int enew[4];
+	{
+		uint4 x0 = *(const uint4 *)(wexp + 8 * b);
+		uint4 x1 = *(const uint4 *)(wexp + 8 * b + 4);
+		uint32_t xa[2] = {
+			dsa_max_u16x2(dsa_max_u16x2(x0.x, x0.z), dsa_max_u16x2(x1.x, x1.z)),
+			dsa_max_u16x2(dsa_max_u16x2(x0.y, x0.w), dsa_max_u16x2(x1.y, x1.w))
+		};
+
+#pragma unroll
+		for (int tau = 0; tau < 4; tau++)
+			enew[tau] = dsa_maxi(x.eref[tau],
+					     (int)(xa[tau >> 1] >> (16 * (tau & 1)) & 0xff) - 127);
+	}
+	float al[4];
+
+#pragma unroll
+	for (int hi = 0; hi < 4; hi++) {
+		float4 v = *(const float4 *)(wm + (8 * (hi >> 1) + 2 * c + (hi & 1)) * 4);
+		float M = fmaxf(x.m_run[hi], fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
+
+		al[hi] = dsa_ex2(x.m_run[hi] - M);
+		x.m_run[hi] = M;
+		x.lt[hi] *= al[hi];
+	}
+	/* P in fp16 (l sums the rounded values), records r0 and r0 + 8 of one
+	 * head (index 2 nn + e) a word */
+	uint32_t pp[2][2];
+
+#pragma unroll
+	for (int nn = 0; nn < 2; nn++)
+#pragma unroll
+		for (int e = 0; e < 2; e++) {
+			int hi = 2 * nn + e;
+			uint16_t p0 = dsa_f2h(vr[0] ? dsa_ex2(sv[4 * nn + e] - x.m_run[hi]) : 0.0f);
+			uint16_t p1 = dsa_f2h(vr[1] ? dsa_ex2(sv[4 * nn + 2 + e] - x.m_run[hi]) :
+						      0.0f);
+
+			x.lt[hi] += dsa_h2f(p0) + dsa_h2f(p1);
+			pp[nn][e] = p0 | (uint32_t)p1 << 16;
+		}
+	/* fac_tau of records r0 (low half) and r0 + 8 */
+	uint32_t f[4];
+
+#pragma unroll
+	for (int tau = 0; tau < 4; tau++)
+		f[tau] = dsa_h2pow2x2(15 + dsa_scale_bits_exp(hac_f2u(sc[0][tau])) - enew[tau],
+				      15 + dsa_scale_bits_exp(hac_f2u(sc[1][tau])) - enew[tau]);
+	if (it >= 2)
+		dsa_mbar_wait(&pempty[b], (it / 2 - 1) & 1);
+
+	/* (head h = 8 nn + 2 c + e, record j = r0 + 8 hh) at h 128 +
+	 * dsa_swz(h, j >> 3) + 2 (j & 7) = pbase + 1024 nn + 128 e + 16 (hh ^
+	 * e): j >> 3 = 2 wq + hh, h & 7 = 2 c + e */
+	uint8_t *P = pb + b * 8192 + pbase;
+
+#pragma unroll
+	for (int nn = 0; nn < 2; nn++)
+#pragma unroll
+		for (int e = 0; e < 2; e++)
+#pragma unroll
+			for (int tau = 0; tau < 4; tau++) {
+				uint32_t v = dsa_hmul2(pp[nn][e], f[tau]);
+				uint8_t *q = P + tau * 2048 + 1024 * nn + 128 * e;
+
+				*(uint16_t *)(q + 16 * e) = (uint16_t)v;
+				*(uint16_t *)(q + 16 * (1 ^ e)) = (uint16_t)(v >> 16);
+			}
+	float *sd = side + 32 * b;
+
+	if (wq == 0 && g == 0)
+#pragma unroll
+		for (int hi = 0; hi < 4; hi++)
+			sd[8 * (hi >> 1) + 2 * c + (hi & 1)] = al[hi];
+	if (wtid == 0)
+#pragma unroll
+		for (int tau = 0; tau < 4; tau++)
+			((int *)sd)[16 + tau] = enew[tau];
+	hac_fence_async();
+	dsa_mbar_arrive(&pfull[b]);
+#pragma unroll
+	for (int tau = 0; tau < 4; tau++)
+		x.eref[tau] = enew[tau];
+}
+
+/* After the last tile: l over the warpgroup that formed P, then m and l
+ * of the block's 16 heads into m_fin and l_fin (named barrier 2). */
+__device__ __forceinline__ void dsa_ws_softmax_end(dsa_ws_smx &x, float *lsum, float *m_fin,
+						   float *l_fin)
+{
+	uint32_t wtid = threadIdx.x & 127, lane = wtid & 31, wq = wtid >> 5;
+	uint32_t g = lane >> 2, c = lane & 3;
+
+#pragma unroll
+	for (int o = 4; o < 32; o <<= 1)
+#pragma unroll
+		for (int hi = 0; hi < 4; hi++)
+			x.lt[hi] += __shfl_xor_sync(0xffffffffu, x.lt[hi], o);
+	if (g == 0)
+#pragma unroll
+		for (int hi = 0; hi < 4; hi++)
+			lsum[(8 * (hi >> 1) + 2 * c + (hi & 1)) * 4 + wq] = x.lt[hi];
+	dsa_bar(2, 128);
+	if (wq == 0 && g == 0)
+#pragma unroll
+		for (int hi = 0; hi < 4; hi++) {
+			uint32_t h = 8 * (hi >> 1) + 2 * c + (hi & 1);
+			float4 v = *(const float4 *)(lsum + h * 4);
+
+			m_fin[h] = x.m_run[hi];
+			l_fin[h] = v.x + v.y + v.z + v.w;
+		}
+}
+
 /*
  * The same sparse MLA as haccel_dsa_mla_h16 (the same products, the same
  * roundings, in another order of the sums), with its work split by role
@@ -2876,45 +3082,55 @@ __device__ __forceinline__ void dsa_ws_cmerge(const float *ob, const float *m_fi
  * block once the tiles start:
  *  - warpgroup 0 forms a tile's S^T = K Q^T (all 4 latent tiles and the
  *    rope; the codes to fp16 A fragments in registers as in
- *    haccel_dsa_mla_h16, the rope's bf16 by ldmatrix), the softmax in its
- *    registers (the tile's max over its 4 warps through shared memory, l
- *    kept a thread and summed at the end), and P times each latent tile's
- *    factor into one of two P buffers, with alpha and Enew beside it;
+ *    haccel_dsa_mla_h16, the rope's bf16 by ldmatrix) and its logits;
+ *  - the softmax (dsa_ws_softmax: the tile's max over 4 warps through
+ *    shared memory, l kept a thread and summed at the end), P times each
+ *    latent tile's factor into one of two P buffers, with alpha and Enew
+ *    beside it, by warpgroup 0 in its registers (SM false: h16w, 384
+ *    threads) or by a fourth warpgroup (SM true: h16s, 512 threads), to
+ *    which warpgroup 0 hands each tile's logits through one shared buffer
+ *    (an mbarrier pair), so that warpgroup 0's instruction stream, which
+ *    bounds a tile (docs/benchmarks.md, thirty-first entry), is the S
+ *    MMAs and their conversions alone;
  *  - warpgroup 1 rescales O and adds V^T P^T for all 512 dims (8 blocks
  *    of 64, O^T in its registers), one or two tiles behind warpgroup 0;
  *  - warpgroup 2 finds the split's slots, then copies tile it into a
- *    buffer once warpgroups 0 and 1 are done with tile it - 4 (cp.async;
- *    4 buffers, each one's arrival counted by an mbarrier, its release by
- *    the two others by another).
- * Each computing warpgroup issues its MMAs in pairs of register sets, so
- * one set's conversions run while the other's MMAs do. The block starts
- * at 168 registers a thread (384 threads, one block an SM); the copying
- * warpgroup gives registers back (DSA_WS_REGS_COPY) and the two others
- * take them (DSA_WS_REGS). With the copies on warpgroup 1 their issue
- * held up its O: a tile took about 4,270 cycles at batch 64 against
- * 3,620 with a warpgroup of their own (clock probes, an H200).
+ *    buffer once the others are done with tile it - 4 (cp.async; 4
+ *    buffers, each one's arrival counted by an mbarrier, its release by
+ *    the others' warps by another).
+ * Each MMA warpgroup issues its MMAs in pairs of register sets, so one
+ * set's conversions run while the other's MMAs do. The block starts at
+ * 168 (h16w) or 128 (h16s) registers a thread (one block an SM); the
+ * copying and softmax warpgroups give registers back (DSA_WS_REGS_COPY,
+ * DSA_WS_REGS_SM) and the two MMA warpgroups take them (DSA_WS_REGS; h16s:
+ * DSA_WS_REGS_S and DSA_WS_REGS_O: with fewer for warpgroup 0, 160, ptxas
+ * serializes every warpgroup MMA of the kernel, its C7512 advisory). With
+ * the copies on warpgroup 1 their issue held up its O: a tile took about
+ * 4,270 cycles at batch 64 against 3,620 with a warpgroup of their own
+ * (clock probes, an H200).
  *
  * Shared memory (1024-byte aligned; ops_dsa.c computes the same size):
  * queries [8][32][128 bytes], q_pe [32][128 bytes], P [2][4][16][128
  * bytes], buffers [4] of codes [64][512], rope [64][128 bytes], scales
- * [64][16 bytes], then DSA_WS_MISC bytes (alpha and Enew a P buffer, the
- * warps' maxima, l, m, kq, 12 mbarriers), the split's slots.
+ * [64][16 bytes], (h16s: the logits [2][128 threads][4]), then DSA_WS_MISC
+ * bytes (alpha and Enew a P buffer, the warps' maxima, l, m, kq, 12
+ * mbarriers; h16s: 2 more), the split's slots.
  */
-template <bool CM>
+template <bool CM, bool SM>
 __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 {
 	const uint32_t HG = 16, NST = DSA_WS_NST;
 	uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
 	uint32_t wq = warp & 3;
-	const dsa_split sp = dsa_split_of(n_sel, topk, HG, n_split, tps, n_hg);
-	uint32_t t = sp.t, h0 = sp.h0, split = sp.split, j0 = sp.j0, nrec = sp.nrec;
-	uint32_t ntile = sp.ntile;
+	dsa_split sp = dsa_split_at(HG, n_split, tps, n_hg);
+	uint32_t t = sp.t, h0 = sp.h0, split = sp.split, j0 = sp.j0, nrec, ntile;
 	uint32_t rec = 528 + 2 * dr, nrope = dr / 16;
 
 	uint8_t *qb = dsa_smem + ((1024 - (hac_saddr(dsa_smem) & 1023)) & 1023);
 	uint8_t *qpb = qb + 32768, *pb = qpb + 4096;    /* P [2][4][16][128 bytes] */
 	uint8_t *stg = pb + 2 * 8192;                   /* [4] codes, rope, scales */
-	uint8_t *misc = stg + NST * DSA_WS_STAGE;
+	float *sbuf = (float *)(stg + NST * DSA_WS_STAGE); /* h16s: [2][128][4] logits */
+	uint8_t *misc = (uint8_t *)sbuf + (SM ? 4096 : 0);
 	float *side = (float *)misc;                    /* [2][32]: alpha, Enew */
 	float *wmax = side + 64;                        /* [2][16 heads][4 warps] */
 	uint32_t *wexp = (uint32_t *)(wmax + 128);      /* [2][4 warps][2] */
@@ -2923,34 +3139,72 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 	int *kq = (int *)(l_fin + HG);
 	uint64_t *full = (uint64_t *)(kq + HG), *empty = full + NST;
 	uint64_t *pfull = empty + NST, *pempty = pfull + 2;
-	uint32_t *slots = (uint32_t *)(pempty + 2);
-
-	float qv[2][18];
+	uint64_t *sfull = pempty + 2, *sempty = sfull + 1; /* h16s */
+	uint32_t *slots = (uint32_t *)(pempty + (SM ? 4 : 2));
 
 	if (tid == 0) {
 		for (uint32_t i = 0; i < NST; i++) {
 			dsa_mbar_init(&full[i], 128);
-			dsa_mbar_init(&empty[i], 8);
+			dsa_mbar_init(&empty[i], SM ? 12 : 8);
 		}
 		for (uint32_t i = 0; i < 2; i++) {
 			dsa_mbar_init(&pfull[i], 128);
 			dsa_mbar_init(&pempty[i], 4);
 		}
+		if (SM) {
+			dsa_mbar_init(sfull, 128);
+			dsa_mbar_init(sempty, 4);
+		}
 	}
 	__syncthreads();
-	if (warp >= 8) {
+	if (warp >= 8 && warp < 12) {
 		/* Warpgroup 2: the split's slots, then the copies of each tile
-		 * into its buffer once both warpgroups are done with the tile
-		 * NST before it. */
+		 * into its buffer once the others are done with the tile NST
+		 * before it. */
 		hac_setmaxnreg_dec<DSA_WS_REGS_COPY>();
-		const int32_t *st = sel + (size_t)t * topk + j0;
+		/* The token's block-table row: a step input, not the output
+		 * of the kernel before, so asked for before the wait. */
 		const uint32_t *bt = block_tables + (size_t)bt_row[t] * bt_stride;
 
-		for (uint32_t j = tid - 256; j < nrec; j += 128) {
-			int32_t p = st[j];
-			uint32_t up = p < 0 ? 0 : (uint32_t)p;
+		HAC_PDL();
+		/* The split's positions (all it may hold, -1 past the
+		 * selection) asked for with the selection's count, so the
+		 * count's load is not on the way to the pages. */
+		const int32_t *st = sel + (size_t)t * topk + j0;
+		uint32_t nmax = j0 < topk ? dsa_minu(tps * DSA_MLA_L, topk - j0) : 0;
+		uint32_t nsel = n_sel[t];
 
-			slots[j] = __ldg(&bt[up / pt]) * pt + up % pt;
+		for (uint32_t jb = tid - 256; jb < nmax; jb += 128 * DSA_WS_PBATCH) {
+			int32_t p[DSA_WS_PBATCH];
+
+#pragma unroll
+			for (uint32_t k = 0; k < DSA_WS_PBATCH; k++)
+				p[k] = jb + 128 * k < nmax ? st[jb + 128 * k] : -1;
+#pragma unroll
+			for (uint32_t k = 0; k < DSA_WS_PBATCH; k++)
+				if (jb + 128 * k < nmax)
+					slots[jb + 128 * k] = (uint32_t)p[k];
+		}
+		dsa_split_n(&sp, nsel, topk, tps);
+		nrec = sp.nrec;
+		ntile = sp.ntile;
+		/* Their pages: each thread its own positions' (no barrier). */
+		for (uint32_t jb = tid - 256; jb < nrec; jb += 128 * DSA_WS_PBATCH) {
+			uint32_t pg[DSA_WS_PBATCH], rm[DSA_WS_PBATCH];
+
+#pragma unroll
+			for (uint32_t k = 0; k < DSA_WS_PBATCH; k++) {
+				uint32_t j = jb + 128 * k;
+				int32_t p = j < nrec ? (int32_t)slots[j] : 0;
+				uint32_t up = p < 0 ? 0 : (uint32_t)p;
+
+				rm[k] = up % pt;
+				pg[k] = j < nrec ? __ldg(&bt[up / pt]) : 0;
+			}
+#pragma unroll
+			for (uint32_t k = 0; k < DSA_WS_PBATCH; k++)
+				if (jb + 128 * k < nrec)
+					slots[jb + 128 * k] = pg[k] * pt + rm[k];
 		}
 		dsa_bar(3, 128);
 		for (uint32_t it = 0; it < ntile; it++) {
@@ -2968,7 +3222,94 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 		}
 		return;
 	}
-	hac_setmaxnreg_inc<DSA_WS_REGS>();
+	if (SM && warp >= 12) {
+		/* Warpgroup 3 (h16s): the softmax of each tile, from the
+		 * logits warpgroup 0 leaves in sbuf (this thread: its own
+		 * thread's there) and the records' scales. */
+		hac_setmaxnreg_dec<DSA_WS_REGS_SM>();
+		HAC_PDL();
+		dsa_split_n(&sp, n_sel[t], topk, tps);
+		nrec = sp.nrec;
+		ntile = sp.ntile;
+		dsa_ws_smx x;
+		uint32_t r0 = 16 * wq + g;
+
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			x.m_run[i] = -INFINITY;
+			x.lt[i] = 0.0f;
+			x.eref[i] = -1000;
+		}
+		for (uint32_t it = 0; it < ntile; it++) {
+			uint32_t s = it % NST;
+			uint32_t nh = dsa_minu(DSA_MLA_L, nrec - it * DSA_MLA_L);
+			const uint8_t *sb = stg + s * DSA_WS_STAGE + 32768 + 8192;
+			float sv[8], sc[2][4];
+			bool vr[2] = { r0 < nh, r0 + 8 < nh };
+
+			dsa_mbar_wait(&full[s], (it / NST) & 1);
+			dsa_mbar_wait(sfull, it & 1);
+			{
+				const float4 *sp4 = (const float4 *)sbuf + (tid & 127);
+				float4 v0 = sp4[0], v1 = sp4[128];
+
+				sv[0] = v0.x;
+				sv[1] = v0.y;
+				sv[2] = v0.z;
+				sv[3] = v0.w;
+				sv[4] = v1.x;
+				sv[5] = v1.y;
+				sv[6] = v1.z;
+				sv[7] = v1.w;
+			}
+#pragma unroll
+			for (int hh = 0; hh < 2; hh++) {
+				float4 v = *(const float4 *)(sb + (r0 + 8 * hh) * 16);
+
+				sc[hh][0] = v.x;
+				sc[hh][1] = v.y;
+				sc[hh][2] = v.z;
+				sc[hh][3] = v.w;
+			}
+			/* The logits and the stage's scales are in registers. */
+			__syncwarp();
+			if (lane == 0) {
+				dsa_mbar_arrive(sempty);
+				dsa_mbar_arrive(&empty[s]);
+			}
+			dsa_ws_softmax(x, sv, sc, vr, it, side, wmax, wexp, pb, pfull, pempty);
+		}
+		/* m and l for warpgroup 1's store (and below); with no tile,
+		 * those dsa_mla_qstore set (ordered before this warpgroup's
+		 * writes only by a tile's logits) */
+		if (ntile)
+			dsa_ws_softmax_end(x, lsum, m_fin, l_fin);
+		dsa_bar(4, 256);
+		if (CM) {
+			dsa_ws_cbar();
+			dsa_ws_cbar();
+			return;
+		}
+		uint32_t h = tid & 127;
+
+		if (n_split > 1 && h < HG && h0 + h < H) {
+			float *ml = part + (size_t)(gridDim.x / n_hg) * H * 512 +
+				    (((size_t)t * n_split + split) * H + h0 + h) * 2;
+
+			/* m in base e, as the combine takes it */
+			ml[0] = m_fin[h] * 0.693147180559945309f;
+			ml[1] = l_fin[h];
+		}
+		return;
+	}
+	float qv[2][18];
+
+	if (!SM)
+		hac_setmaxnreg_inc<DSA_WS_REGS>();
+	HAC_PDL();
+	dsa_split_n(&sp, n_sel[t], topk, tps);
+	nrec = sp.nrec;
+	ntile = sp.ntile;
 	dsa_mla_qload<2>(qv, q_lat, q_pe, t, H, h0, dr);
 	dsa_mla_qstore<2, true>(qb, qpb, kq, m_fin, l_fin, qv, HG);
 	hac_fence_async();
@@ -2977,23 +3318,25 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 	uint32_t r0 = 16 * wq + g;
 
 	if (warp < 4) {
-		/* Warpgroup 0: S, the softmax, P. Heads 8 nn + 2 c + e
-		 * (index 2 nn + e), records r0 + 8 hh. */
-		float qs[4], rsc = scale * 1.44269504088896341f, m_run[4], lt[4];
-		int eref[4] = { -1000, -1000, -1000, -1000 };
+		/* Warpgroup 0: S and the logits, then (h16w) the softmax and
+		 * P. Heads 8 nn + 2 c + e (index 2 nn + e), records r0 + 8 hh. */
+		if (SM)
+			hac_setmaxnreg_inc<DSA_WS_REGS_S>();
+		float qs[4], rsc = scale * 1.44269504088896341f;
+		dsa_ws_smx x;
 
 #pragma unroll
 		for (int i = 0; i < 4; i++) {
 			qs[i] = hac_pow2f(-kq[8 * (i >> 1) + 2 * c + (i & 1)]) * rsc;
-			m_run[i] = -INFINITY;
-			lt[i] = 0.0f;
+			x.m_run[i] = -INFINITY;
+			x.lt[i] = 0.0f;
+			x.eref[i] = -1000;
 		}
 		int oe, oo;
-		uint32_t pbase = 256 * c + 32 * (wq ^ c) + 2 * g;
 
 		dsa_ws_offs(r0, c, &oe, &oo);
 		for (uint32_t it = 0; it < ntile; it++) {
-			uint32_t s = it % NST, b = it & 1;
+			uint32_t s = it % NST;
 			uint32_t nh = dsa_minu(DSA_MLA_L, nrec - it * DSA_MLA_L);
 			const uint8_t *cb = stg + s * DSA_WS_STAGE, *rb = cb + 32768;
 			const uint8_t *sb = rb + 8192, *pe = cb + oe, *po = cb + oo;
@@ -3057,30 +3400,13 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 			hac_wg_wait<0>();
 			hac_wg_hold<16>(sa[1]);
 			dsa_ws_fold(L, sa[1], sc, 3);
-
-			/* The scales' exponent fields of records r0, r0 + 8,
-			 * latent tiles (0, 1) and (2, 3) as 16-bit pairs (0 past
-			 * nh: the tile has a record, and no exponent is below
-			 * -127, so the max is unchanged). */
-			uint32_t ex[2][2];
-
-#pragma unroll
-			for (int hh = 0; hh < 2; hh++)
-#pragma unroll
-				for (int u = 0; u < 2; u++) {
-					uint32_t x = hac_f2u(sc[hh][2 * u]) >> 23 |
-						     hac_f2u(sc[hh][2 * u + 1]) >> 23 << 16;
-
-					ex[hh][u] = r0 + 8 * hh < nh ? x & 0x00ff00ffu : 0;
-				}
 			/* The stage's reads are done (its MMAs waited for). */
 			__syncwarp();
 			if (lane == 0)
 				dsa_mbar_arrive(&empty[s]);
 
-			/* Logits in base 2; the tile's max of each head over the
-			 * warpgroup, and of each latent tile's exponents. */
-			float sv[8], mx[4];
+			/* Logits in base 2 */
+			float sv[8];
 			bool vr[2] = { r0 < nh, r0 + 8 < nh };
 
 #pragma unroll
@@ -3089,156 +3415,31 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 
 				sv[i] = vr[hh] ? L[i] * qs[hi] + (sr[i] + sr[i + 8]) * rsc : -INFINITY;
 			}
-			/* sv[i]: head index 2 (i >> 2) + (i & 1), row hh = (i
-			 * >> 1) & 1 (the accumulator order) */
-#pragma unroll
-			for (int hi = 0; hi < 4; hi++) {
-				int i0 = 4 * (hi >> 1) + (hi & 1);
+			if (SM) {
+				/* to warpgroup 3, once it has taken tile it - 1's */
+				float4 *sp4 = (float4 *)sbuf + tid;
 
-				/* fmaxf skips NaN scores, as the CPU's max does */
-				mx[hi] = fmaxf(sv[i0], sv[i0 + 2]);
+				if (it >= 1)
+					dsa_mbar_wait(sempty, (it - 1) & 1);
+				sp4[0] = make_float4(sv[0], sv[1], sv[2], sv[3]);
+				sp4[128] = make_float4(sv[4], sv[5], sv[6], sv[7]);
+				dsa_mbar_arrive(sfull);
+			} else {
+				dsa_ws_softmax(x, sv, sc, vr, it, side, wmax, wexp, pb, pfull,
+					       pempty);
 			}
-			uint32_t xm[2] = { dsa_max_u16x2(ex[0][0], ex[1][0]),
-					   dsa_max_u16x2(ex[0][1], ex[1][1]) };
-
-#pragma unroll
-			for (int o = 4; o < 32; o <<= 1) {
-#pragma unroll
-				for (int hi = 0; hi < 4; hi++)
-					mx[hi] = fmaxf(mx[hi], __shfl_xor_sync(0xffffffffu, mx[hi], o));
-#pragma unroll
-				for (int u = 0; u < 2; u++)
-					xm[u] = dsa_max_u16x2(xm[u],
-							      __shfl_xor_sync(0xffffffffu, xm[u], o));
-			}
-			float *wm = wmax + b * 64;
-
-			if (g == 0)
-#pragma unroll
-				for (int hi = 0; hi < 4; hi++)
-					wm[(8 * (hi >> 1) + 2 * c + (hi & 1)) * 4 + wq] = mx[hi];
-			if (lane == 0)
-				*(uint2 *)(wexp + 8 * b + 2 * wq) = make_uint2(xm[0], xm[1]);
-			dsa_bar(2, 128);
-			int enew[4];
-			{
-				uint4 x0 = *(const uint4 *)(wexp + 8 * b);
-				uint4 x1 = *(const uint4 *)(wexp + 8 * b + 4);
-				uint32_t xa[2] = {
-					dsa_max_u16x2(dsa_max_u16x2(x0.x, x0.z),
-						      dsa_max_u16x2(x1.x, x1.z)),
-					dsa_max_u16x2(dsa_max_u16x2(x0.y, x0.w),
-						      dsa_max_u16x2(x1.y, x1.w))
-				};
-
-#pragma unroll
-				for (int tau = 0; tau < 4; tau++)
-					enew[tau] = dsa_maxi(eref[tau], (int)(xa[tau >> 1] >> (16 * (tau & 1)) &
-									       0xff) -
-										 127);
-			}
-			float al[4];
-
-#pragma unroll
-			for (int hi = 0; hi < 4; hi++) {
-				float4 v = *(const float4 *)(wm + (8 * (hi >> 1) + 2 * c + (hi & 1)) * 4);
-				float M = fmaxf(m_run[hi], fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
-
-				al[hi] = dsa_ex2(m_run[hi] - M);
-				m_run[hi] = M;
-				lt[hi] *= al[hi];
-			}
-			/* P in fp16 (l sums the rounded values), records r0 and
-			 * r0 + 8 of one head (index 2 nn + e) a word */
-			uint32_t pp[2][2];
-
-#pragma unroll
-			for (int nn = 0; nn < 2; nn++)
-#pragma unroll
-				for (int e = 0; e < 2; e++) {
-					int hi = 2 * nn + e;
-					uint16_t p0 = dsa_f2h(vr[0] ? dsa_ex2(sv[4 * nn + e] - m_run[hi]) :
-								      0.0f);
-					uint16_t p1 = dsa_f2h(vr[1] ? dsa_ex2(sv[4 * nn + 2 + e] -
-									      m_run[hi]) :
-								      0.0f);
-
-					lt[hi] += dsa_h2f(p0) + dsa_h2f(p1);
-					pp[nn][e] = p0 | (uint32_t)p1 << 16;
-				}
-			/* fac_tau of records r0 (low half) and r0 + 8 */
-			uint32_t f[4];
-
-#pragma unroll
-			for (int tau = 0; tau < 4; tau++)
-				f[tau] = dsa_h2pow2x2(15 + dsa_scale_bits_exp(hac_f2u(sc[0][tau])) -
-							      enew[tau],
-						      15 + dsa_scale_bits_exp(hac_f2u(sc[1][tau])) -
-							      enew[tau]);
-			if (it >= 2)
-				dsa_mbar_wait(&pempty[b], (it / 2 - 1) & 1);
-
-			/* (head h = 8 nn + 2 c + e, record j = r0 + 8 hh) at h 128
-			 * + dsa_swz(h, j >> 3) + 2 (j & 7) = pbase + 1024 nn + 128
-			 * e + 16 (hh ^ e): j >> 3 = 2 wq + hh, h & 7 = 2 c + e */
-			uint8_t *P = pb + b * 8192 + pbase;
-
-#pragma unroll
-			for (int nn = 0; nn < 2; nn++)
-#pragma unroll
-				for (int e = 0; e < 2; e++)
-#pragma unroll
-					for (int tau = 0; tau < 4; tau++) {
-						uint32_t v = dsa_hmul2(pp[nn][e], f[tau]);
-						uint8_t *q = P + tau * 2048 + 1024 * nn + 128 * e;
-
-						*(uint16_t *)(q + 16 * e) = (uint16_t)v;
-						*(uint16_t *)(q + 16 * (1 ^ e)) = (uint16_t)(v >> 16);
-					}
-			float *sd = side + 32 * b;
-
-			if (warp == 0 && g == 0)
-#pragma unroll
-				for (int hi = 0; hi < 4; hi++)
-					sd[8 * (hi >> 1) + 2 * c + (hi & 1)] = al[hi];
-			if (tid == 0)
-#pragma unroll
-				for (int tau = 0; tau < 4; tau++)
-					((int *)sd)[16 + tau] = enew[tau];
-			hac_fence_async();
-			dsa_mbar_arrive(&pfull[b]);
-#pragma unroll
-			for (int tau = 0; tau < 4; tau++)
-				eref[tau] = enew[tau];
 		}
-		/* l over the warpgroup; m and l to shared memory */
-#pragma unroll
-		for (int o = 4; o < 32; o <<= 1)
-#pragma unroll
-			for (int hi = 0; hi < 4; hi++)
-				lt[hi] += __shfl_xor_sync(0xffffffffu, lt[hi], o);
-		if (g == 0)
-#pragma unroll
-			for (int hi = 0; hi < 4; hi++)
-				lsum[(8 * (hi >> 1) + 2 * c + (hi & 1)) * 4 + wq] = lt[hi];
-		dsa_bar(2, 128);
-		if (warp == 0 && g == 0)
-#pragma unroll
-			for (int hi = 0; hi < 4; hi++) {
-				uint32_t h = 8 * (hi >> 1) + 2 * c + (hi & 1);
-				float4 v = *(const float4 *)(lsum + h * 4);
-
-				m_fin[h] = m_run[hi];
-				l_fin[h] = v.x + v.y + v.z + v.w;
-			}
-		dsa_bar(1, 256);
+		if (!SM) {
+			dsa_ws_softmax_end(x, lsum, m_fin, l_fin);
+			dsa_bar(1, 256);
+		}
 		if (CM) {
 			dsa_ws_cmerge((const float *)stg, m_fin, l_fin,
 				      (float *)(stg + HG * DSA_WS_OROW * 4), n_split, o_lat, o_bf, t,
 				      H, h0);
 			return;
 		}
-		if (n_split > 1 && tid < HG && h0 + tid < H) {
+		if (!SM && n_split > 1 && tid < HG && h0 + tid < H) {
 			float *ml = part + (size_t)(gridDim.x / n_hg) * H * 512 +
 				    (((size_t)t * n_split + split) * H + h0 + tid) * 2;
 
@@ -3251,6 +3452,8 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 
 	/* Warpgroup 1: O^T (dims 16 wq + 2 g and + 1 of each block of 64,
 	 * heads 8 nn + 2 c + e) += V^T P^T, a tile behind warpgroup 0. */
+	if (SM)
+		hac_setmaxnreg_inc<DSA_WS_REGS_O>();
 	float o[8][8];
 	int eref[4] = { -1000, -1000, -1000, -1000 };
 	uint64_t dp0 = hac_wg_desc(pb);
@@ -3314,7 +3517,10 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 		for (int tau = 0; tau < 4; tau++)
 			eref[tau] = enew[tau];
 	}
-	dsa_bar(1, 256);
+	if (SM)
+		dsa_bar(4, 256);
+	else
+		dsa_bar(1, 256);
 	/* O / l to o_lat with one split, else O to the partials */
 	float fo[4];
 
@@ -3347,21 +3553,38 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 	dsa_m16_store<8>(o_lat, part, o, fo, l_fin, t, H, h0, n_split, split, nrec, 0);
 }
 
-/* The kernels: h16wc merges the splits of a token within its cluster
- * (launched in clusters of n_split blocks; o_bf as for the combine), so
- * that h16w keeps none of that code and its registers. */
+/* The kernels: h16wc and h16sc merge the splits of a token within its
+ * cluster (launched in clusters of n_split blocks; o_bf as for the
+ * combine), so that h16w and h16s keep none of that code and its
+ * registers; h16s and h16sc form the softmax on a fourth warpgroup. Their
+ * mbarriers, block barrier and register moves come before the programmatic
+ * wait, which each warpgroup makes itself (dsa_mla_h16w). */
 HACCEL_K void __launch_bounds__(DSA_WS_THREADS, 1)
 haccel_dsa_mla_h16w(DSA_MLA_PARAMS)
 {
-	HAC_PDL();
-	dsa_mla_h16w<false>(DSA_MLA_ARGS, NULL);
+	HAC_PDL_DEFERRED();
+	dsa_mla_h16w<false, false>(DSA_MLA_ARGS, NULL);
 }
 
 HACCEL_K void __launch_bounds__(DSA_WS_THREADS, 1)
 haccel_dsa_mla_h16wc(DSA_MLA_PARAMS, uint16_t *o_bf)
 {
-	HAC_PDL();
-	dsa_mla_h16w<true>(DSA_MLA_ARGS, o_bf);
+	HAC_PDL_DEFERRED();
+	dsa_mla_h16w<true, false>(DSA_MLA_ARGS, o_bf);
+}
+
+HACCEL_K void __launch_bounds__(DSA_WS_THREADS_S, 1)
+haccel_dsa_mla_h16s(DSA_MLA_PARAMS)
+{
+	HAC_PDL_DEFERRED();
+	dsa_mla_h16w<false, true>(DSA_MLA_ARGS, NULL);
+}
+
+HACCEL_K void __launch_bounds__(DSA_WS_THREADS_S, 1)
+haccel_dsa_mla_h16sc(DSA_MLA_PARAMS, uint16_t *o_bf)
+{
+	HAC_PDL_DEFERRED();
+	dsa_mla_h16w<true, true>(DSA_MLA_ARGS, o_bf);
 }
 
 HACCEL_K void __launch_bounds__(DSA_MLA_THREADS, 1)

@@ -398,11 +398,22 @@ static bool mla_ws(const struct haccel__gpu *g, uint32_t H, uint32_t tps)
 }
 
 /* (dsa.cu) haccel_dsa_mla_h16w: 1024 bytes of alignment, the queries, q_pe,
- * two P buffers, the record buffers, DSA_WS_MISC, the split's slots. */
-static uint32_t mla_ws_smem(uint32_t tps)
+ * two P buffers, the record buffers, DSA_WS_MISC, the split's slots;
+ * h16s (sm) the logits' buffer (128 threads' 8 floats) and two more
+ * mbarriers too. */
+static uint32_t mla_ws_smem(uint32_t tps, bool sm)
 {
 	return 1024 + 32 * 1024 + 32 * 128 + 2 * 4 * 16 * 128 +
-	       MLA_WS_NST * MLA_L * (512 + 128 + 16) + MLA_WS_MISC + tps * MLA_L * 4;
+	       MLA_WS_NST * MLA_L * (512 + 128 + 16) + MLA_WS_MISC + tps * MLA_L * 4 +
+	       (sm ? 128 * 8 * 4 + 2 * 8 : 0);
+}
+
+/* The split's softmax on a fourth warpgroup (h16s, 512 threads) where its
+ * shared memory fits (a split of 16 tiles or fewer: batch 32 or more at
+ * top-k 2048 up to 66 tokens); HACCEL_SPARSE_MLA=ws3 keeps h16w. */
+static bool mla_sm(const struct haccel__gpu *g, uint32_t tps)
+{
+	return g->sparse_mla != 3 && mla_ws_smem(tps, true) <= MAX_SMEM;
 }
 
 /*
@@ -413,12 +424,13 @@ static uint32_t mla_ws_smem(uint32_t tps)
  * 1 and the h16wc kernel in *fn (its shared memory set), else 0.
  */
 static int mla_cmerge(struct haccel__gpu *g, uint32_t T, uint32_t n_split, uint32_t smem,
-		      void **fn)
+		      bool sm, void **fn)
 {
 	if (n_split < 2 || n_split > 8 || g->mla_merge ||
-	    haccel__gpu_fn(g, "haccel_dsa_mla_h16wc", fn) || smem_attr(g, *fn, smem))
+	    haccel__gpu_fn(g, sm ? "haccel_dsa_mla_h16sc" : "haccel_dsa_mla_h16wc", fn) ||
+	    smem_attr(g, *fn, smem))
 		return 0;
-	return haccel__gpu_max_clusters(g, *fn, n_split, 384, smem) >= T;
+	return haccel__gpu_max_clusters(g, *fn, n_split, sm ? 512 : 384, smem) >= T;
 }
 
 int haccel__cuda_sparse_mla_cluster(struct haccel__gpu *g, uint32_t T, uint32_t H,
@@ -427,7 +439,9 @@ int haccel__cuda_sparse_mla_cluster(struct haccel__gpu *g, uint32_t T, uint32_t 
 	uint32_t tps, n_split = mla_splits(T, H, topk, &tps);
 	void *fn;
 
-	return mla_ws(g, H, tps) && mla_cmerge(g, T, n_split, mla_ws_smem(tps), &fn);
+	bool sm = mla_sm(g, tps);
+
+	return mla_ws(g, H, tps) && mla_cmerge(g, T, n_split, mla_ws_smem(tps, sm), sm, &fn);
 }
 
 int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_lat,
@@ -447,8 +461,8 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 	 * scales and rope, the latent in fp16, queries (fp16 hi/lo, bf16
 	 * hi/lo), S, P, the split's slots, per head m/l/alpha/kq, 8 warp
 	 * maxima; h16w: mla_ws_smem */
-	bool ws = mla_ws(g, H, tps);
-	uint32_t smem = ws	   ? mla_ws_smem(tps) :
+	bool ws = mla_ws(g, H, tps), sm = ws && mla_sm(g, tps);
+	uint32_t smem = ws	   ? mla_ws_smem(tps, sm) :
 			hgs == 16 ? 1024 + 32 * 1024 + 32 * 128 + 4 * 16 * 128 +
 					    3 * MLA_L * (128 + 512 + 16) + 16 * (2 * 68 * 4 + 16) +
 					    32 + tps * MLA_L * 4 :
@@ -465,8 +479,9 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 	    smem > MAX_SMEM)
 		return -EINVAL;
 	void *fn, *comb = NULL;
-	int ret = haccel__gpu_fn(g, ws ? "haccel_dsa_mla_h16w" : hgs == 16 ? "haccel_dsa_mla_h16" :
-								    "haccel_dsa_mla_h32",
+	int ret = haccel__gpu_fn(g, sm ? "haccel_dsa_mla_h16s" :
+				 ws ? "haccel_dsa_mla_h16w" :
+				 hgs == 16 ? "haccel_dsa_mla_h16" : "haccel_dsa_mla_h32",
 				 &fn);
 	if (!ret && n_split > 1)
 		ret = haccel__gpu_fn(g, "haccel_dsa_mla_combine", &comb);
@@ -483,12 +498,15 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 			 &n_split, &tps, &n_hg, &o_bf };
 	void *fcm;
 
-	/* h16w: two warpgroups compute, a third copies (DSA_WS_THREADS) */
-	if (ws && mla_cmerge(g, T, n_split, smem, &fcm))
-		return haccel__gpu_launch_cl(g, fcm, (uint32_t)blocks, n_split, 384, smem, stream,
+	/* h16w: two warpgroups compute, a third copies (DSA_WS_THREADS); h16s:
+	 * a fourth forms the softmax (DSA_WS_THREADS_S) */
+	unsigned int nth = sm ? 512 : ws ? 384 : 256;
+
+	if (ws && mla_cmerge(g, T, n_split, smem, sm, &fcm))
+		return haccel__gpu_launch_cl(g, fcm, (uint32_t)blocks, n_split, nth, smem, stream,
 					     args, __FILE__, __LINE__);
-	ret = haccel__gpu_launch(g, fn, (uint32_t)blocks, 1, 1, ws ? 384 : 256, 1, 1, smem, stream,
-				 args, __FILE__, __LINE__);
+	ret = haccel__gpu_launch(g, fn, (uint32_t)blocks, 1, 1, nth, 1, 1, smem, stream, args,
+				 __FILE__, __LINE__);
 	if (!ret && n_split == 1 && o_bf)
 		ret = haccel__cuda_to_bf16(g, stream, o_bf, o_lat, (size_t)T * H * 512);
 	if (ret || n_split == 1)
