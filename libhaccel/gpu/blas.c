@@ -57,9 +57,8 @@ struct haccel__blas {
 	void *handle;
 	void *pref;
 	/* One workspace per stream that runs GEMMs (parallel branches must
-	 * not share one), made the first time a stream is seen. A lane whose
-	 * stream was released (haccel__blas_release_stream: its model closed)
-	 * has stream NULL and keeps its workspace for the next new stream. */
+	 * not share one), made the first time a stream is seen (the models'
+	 * branch streams are the context's, so models add none). */
 	struct {
 		void *stream;
 		uint64_t ws;
@@ -164,19 +163,6 @@ static void shape_drop(struct haccel__blas *b, struct shape *s)
 	if (s->desc)
 		b->DescDestroy(s->desc);
 	memset(s, 0, sizeof(*s));
-}
-
-void haccel__blas_release_stream(struct haccel__gpu *g, void *stream)
-{
-	struct haccel__blas *b = g->blas;
-
-	if (!b || !stream)
-		return;
-	pthread_mutex_lock(&b->lock);
-	for (uint32_t i = 0; i < b->n_lanes; i++)
-		if (b->lanes[i].stream == stream)
-			b->lanes[i].stream = NULL;
-	pthread_mutex_unlock(&b->lock);
 }
 
 void haccel__blas_fini(struct haccel__gpu *g)
@@ -497,11 +483,6 @@ int haccel__gemm_lt(struct haccel__gpu *g, void *stream, const struct haccel__ge
 	for (uint32_t i = 0; !ret && i < b->n_lanes; i++)
 		if (b->lanes[i].stream == stream)
 			ws = b->lanes[i].ws;
-	for (uint32_t i = 0; !ret && !ws && i < b->n_lanes; i++)
-		if (!b->lanes[i].stream) {
-			b->lanes[i].stream = stream;
-			ws = b->lanes[i].ws;
-		}
 	if (!ret && !ws) {
 		if (b->n_lanes == sizeof(b->lanes) / sizeof(b->lanes[0]))
 			ret = haccel__fail(g->ctx, -ENOSPC, "cublasLt: GEMMs on more than %zu streams",

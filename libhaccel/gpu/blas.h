@@ -92,11 +92,6 @@ int haccel__cuda_linear(struct haccel__gpu *g, void *stream, uint64_t y, uint64_
 			int64_t ldx, uint64_t W, uint64_t bias, uint32_t T,
 			uint32_t N, uint32_t K);
 
-/* The caller is about to destroy stream: its workspace goes to the next
- * stream that runs a GEMM (a closed model's streams are not kept). The
- * stream must be idle. */
-void haccel__blas_release_stream(struct haccel__gpu *g, void *stream);
-
 /* Release cuBLASLt (at context close). */
 void haccel__blas_fini(struct haccel__gpu *g);
 

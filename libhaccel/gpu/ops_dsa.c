@@ -437,9 +437,8 @@ int haccel__cuda_sparse_mla_cluster(struct haccel__gpu *g, uint32_t T, uint32_t 
 				    uint32_t topk)
 {
 	uint32_t tps, n_split = mla_splits(T, H, topk, &tps);
-	void *fn;
-
 	bool sm = mla_sm(g, tps);
+	void *fn;
 
 	return mla_ws(g, H, tps) && mla_cmerge(g, T, n_split, mla_ws_smem(tps, sm), sm, &fn);
 }
