@@ -317,12 +317,13 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
  * 256 threads, a few tiles a block): about MLA_BLOCKS, measured on an H200
  * (132 SMs), top-k 2048, 2026-12-01: 512 blocks 0.091 ms at batch 32 and
  * 0.134 ms at 64; 264 blocks 0.075 and 0.154; 132 blocks 0.103 at batch 32.
- * 16-head groups (haccel_dsa_mla_h16, one 256-thread block an SM, tiles
- * pipelined within a block): one wave of at most MLA_BLOCKS16 blocks (an
- * H200's SMs), so each block runs as many tiles as it can.
+ * 16-head groups (haccel_dsa_mla_h16 and h16w/h16s, one block an SM, tiles
+ * pipelined within a block): one wave of at most as many blocks as the
+ * device has SMs (sms), so each block runs as many tiles as it can; a
+ * second wave would double the call on a device with fewer SMs than the
+ * H200's 132.
  */
 #define MLA_BLOCKS 512
-#define MLA_BLOCKS16 132
 
 /* Heads a block: 16 when there are no more, else 32 (two m-tiles). */
 static uint32_t mla_hg(uint32_t H)
@@ -332,14 +333,15 @@ static uint32_t mla_hg(uint32_t H)
 
 /*
  * Splits of each token's selection: enough blocks to fill the GPU (about
- * MLA_BLOCKS over tokens and head groups), no more than there are tiles,
- * no more than MLA_MAX_TILES tiles a split. tps: tiles a split.
+ * MLA_BLOCKS over tokens and head groups, or one wave on its sms SMs for
+ * 16-head groups), no more than there are tiles, no more than
+ * MLA_MAX_TILES tiles a split. tps: tiles a split.
  */
-static uint32_t mla_splits(uint32_t T, uint32_t H, uint32_t topk, uint32_t *tps)
+static uint32_t mla_splits(uint32_t sms, uint32_t T, uint32_t H, uint32_t topk, uint32_t *tps)
 {
 	uint64_t tiles = (topk + MLA_L - 1) / MLA_L, hg = (H + mla_hg(H) - 1) / mla_hg(H);
 	uint64_t per = (uint64_t)T * hg;
-	uint64_t n = mla_hg(H) == 16 ? MLA_BLOCKS16 / per : (MLA_BLOCKS + per - 1) / per;
+	uint64_t n = mla_hg(H) == 16 ? (sms ? sms : 1) / per : (MLA_BLOCKS + per - 1) / per;
 
 	if (n > tiles)
 		n = tiles;
@@ -351,11 +353,16 @@ static uint32_t mla_splits(uint32_t T, uint32_t H, uint32_t topk, uint32_t *tps)
 	return (uint32_t)n;
 }
 
-uint32_t haccel__cuda_sparse_mla_splits(uint32_t T, uint32_t H, uint32_t topk)
+uint32_t haccel__cuda_sparse_mla_splits(uint32_t sms, uint32_t T, uint32_t H, uint32_t topk)
 {
 	uint32_t tps;
 
-	return mla_splits(T, H, topk, &tps);
+	return mla_splits(sms, T, H, topk, &tps);
+}
+
+uint32_t haccel__cuda_sms(const struct haccel__gpu *g)
+{
+	return g && g->cu && g->cu->sm_count > 0 ? (uint32_t)g->cu->sm_count : 1;
 }
 
 /*
@@ -367,20 +374,22 @@ uint32_t haccel__cuda_sparse_mla_splits(uint32_t T, uint32_t H, uint32_t topk)
  * step's largest T serves every smaller one. Past MLA_BLOCKS tokens the
  * split count stops changing and the need only grows with T.
  */
-size_t haccel__cuda_sparse_mla_scratch(uint32_t T, uint32_t H, uint32_t topk)
+size_t haccel__cuda_sparse_mla_scratch(uint32_t sms, uint32_t T, uint32_t H, uint32_t topk)
 {
 	uint64_t rows = 0;
-	uint32_t tps, last = T < MLA_BLOCKS ? T : MLA_BLOCKS;
-	/* (MLA_BLOCKS16 < MLA_BLOCKS: the 16-head rule also settles by then) */
+	uint32_t tps, settle = MLA_BLOCKS > sms ? MLA_BLOCKS : sms;
+	uint32_t last = T < settle ? T : settle;
+	/* (past max(MLA_BLOCKS, sms) tokens both rules give their fewest
+	 * splits) */
 
 	for (uint32_t t = 1; t <= last; t++) {
-		uint64_t n = mla_splits(t, H, topk, &tps);
+		uint64_t n = mla_splits(sms, t, H, topk, &tps);
 
 		if (n > 1 && t * n > rows)
 			rows = t * n;
 	}
 	if (T > last) {
-		uint64_t n = mla_splits(T, H, topk, &tps);
+		uint64_t n = mla_splits(sms, T, H, topk, &tps);
 
 		if (n > 1 && (uint64_t)T * n > rows)
 			rows = (uint64_t)T * n;
@@ -436,7 +445,7 @@ static int mla_cmerge(struct haccel__gpu *g, uint32_t T, uint32_t n_split, uint3
 int haccel__cuda_sparse_mla_cluster(struct haccel__gpu *g, uint32_t T, uint32_t H,
 				    uint32_t topk)
 {
-	uint32_t tps, n_split = mla_splits(T, H, topk, &tps);
+	uint32_t tps, n_split = mla_splits(haccel__cuda_sms(g), T, H, topk, &tps);
 	bool sm = mla_sm(g, tps);
 	void *fn;
 
@@ -450,7 +459,8 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 			    haccel__dptr block_tables, uint32_t bt_stride, uint32_t page_tokens,
 			    float scale, haccel__dptr scratch)
 {
-	uint32_t tps, n_split = mla_splits(T, H, topk, &tps), hgs = mla_hg(H);
+	uint32_t tps, n_split = mla_splits(haccel__cuda_sms(g), T, H, topk, &tps);
+	uint32_t hgs = mla_hg(H);
 	uint32_t n_hg = (H + hgs - 1) / hgs;
 	/* (dsa.cu) haccel_dsa_mla_h16: 1024 bytes of alignment, the queries
 	 * (fp16 hi/lo, bf16 hi/lo), P times each latent tile's factors,
