@@ -1042,7 +1042,7 @@ static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c)
 	unsigned int mark = gpu_n_bufs;
 	uint32_t *n_sel = xmalloc(T * sizeof(uint32_t)), *row = xmalloc(T * sizeof(uint32_t));
 	float *got = xmalloc((size_t)T * H * 512 * sizeof(float));
-	float *want = xmalloc((size_t)H * 512 * sizeof(float));
+	float *want = xmalloc(512 * sizeof(float));
 	float *cscr = xmalloc(topk * sizeof(float));
 
 	for (uint32_t t = 0; t < T; t++) {
@@ -1072,7 +1072,7 @@ static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c)
 	haccel__dptr dqp = gpu_up(qp, ((size_t)T * H * dr + 1) * 4);
 	haccel__dptr dsel = gpu_up(sel, (size_t)T * topk * 4), dn = gpu_up(n_sel, T * 4);
 	haccel__dptr drow = gpu_up(row, T * 4), dout = gpu_alloc((size_t)T * H * 512 * 4);
-	size_t sb = haccel__cuda_sparse_mla_scratch(haccel__cuda_sms(g), T, H, topk);
+	size_t sb = haccel__cuda_sparse_mla_scratch(haccel__gpu_sms(g), T, H, topk);
 	haccel__dptr dscr = gpu_alloc(sb);
 
 	int cm = haccel__cuda_sparse_mla_cluster(g, T, H, topk);
@@ -1081,7 +1081,7 @@ static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c)
 		  "%u splits%s",
 		  H > 16 ? "" : g->sparse_mla == 1 ? " (16-head mma kernel)" : " (16-head ws kernel)",
 		  H, dr, T, topk, c->P, (double)c->scale, sb,
-		  haccel__cuda_sparse_mla_splits(haccel__cuda_sms(g), T, H, topk),
+		  haccel__cuda_sparse_mla_splits(haccel__gpu_sms(g), T, H, topk),
 		  cm ? " merged in clusters" : "");
 	KTAP_ASSERT_EQ(haccel__cuda_sparse_mla(g, NULL, dout, 0, dql, dqp, T, H, dr, dsel, dn, topk,
 					       drow, dreg, dbt, pg.stride, pg.P, c->scale, dscr),
@@ -1142,7 +1142,7 @@ static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c)
 	 * normals: 2^-38 vmax a record at most).
 	 */
 	double wd = 0;
-	float *lat = xmalloc(512 * sizeof(float));
+	float lat[512];
 
 	for (uint32_t t = 0; t < T; t++)
 		for (uint32_t h = 0; h < H; h++) {
@@ -1205,7 +1205,6 @@ static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c)
 		ktap_diag("sparse MLA: ws kernel against its three-warpgroup form: %.3g of "
 			  "its bound", wd);
 	free(ws3);
-	free(lat);
 	ktap_diag("sparse MLA: worst error %.3g of the largest output (bound 2e-3)", worst);
 	/* The bf16 form: the same outputs, rounded as the CPU rounds. */
 	{

@@ -307,7 +307,7 @@ static int few_launch(struct haccel__gpu *g, void *stream, const struct haccel__
 	/* Two blocks an SM (the kernels' launch bounds) in one wave, each
 	 * through an equal count of 16-row tiles. The batch strides are
 	 * read only for blockIdx.y > 0. */
-	cap = (2 * (uint32_t)(g->cu->sm_count > 0 ? g->cu->sm_count : 1) + batch - 1) / batch;
+	cap = (2 * haccel__gpu_sms(g) + batch - 1) / batch;
 	return HACCEL__LAUNCH(g, fn, few_spread(nt, cap), batch, 1, 256, 1, 1, 0, stream, &C, &A,
 			      &B, &bias, (void *)&op->M, (void *)&op->N, (void *)&op->K,
 			      (void *)&op->lda, (void *)&op->ldb, (void *)&op->ldc,
@@ -413,7 +413,7 @@ int haccel__gemm_group(struct haccel__gpu *g, void *stream, const struct haccel_
 		return ret;
 	/* As few_launch: two blocks an SM in one wave (clusters of ks), equal
 	 * counts of tiles. */
-	cap = 2 * (uint32_t)(g->cu->sm_count > 0 ? g->cu->sm_count : 1) / ks;
+	cap = 2 * haccel__gpu_sms(g) / ks;
 	return HACCEL__LAUNCH(g, fn, few_spread(nt, cap ? cap : 1) * ks, 1, 1, 256, 1, 1, 0, stream,
 			      &grp);
 }

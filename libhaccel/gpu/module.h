@@ -47,6 +47,12 @@ struct haccel__gpu {
 	uint32_t n_fns;
 };
 
+/* The device's multiprocessor count (1 if unknown). */
+static inline uint32_t haccel__gpu_sms(const struct haccel__gpu *g)
+{
+	return g && g->cu && g->cu->sm_count > 0 ? (uint32_t)g->cu->sm_count : 1;
+}
+
 /*
  * The context's GPU runtime, made on first use. Returns 0, -ENODEV (no GPU:
  * haccel_gpu_info() says why), -ENOEXEC (this build has no kernels: built

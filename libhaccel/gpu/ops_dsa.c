@@ -360,11 +360,6 @@ uint32_t haccel__cuda_sparse_mla_splits(uint32_t sms, uint32_t T, uint32_t H, ui
 	return mla_splits(sms, T, H, topk, &tps);
 }
 
-uint32_t haccel__cuda_sms(const struct haccel__gpu *g)
-{
-	return g && g->cu && g->cu->sm_count > 0 ? (uint32_t)g->cu->sm_count : 1;
-}
-
 /*
  * Partial results of every split, for the combine step: O [T][splits][H]
  * [512], then (m, l) [T][splits][H]; one split writes o_lat directly. The
@@ -445,7 +440,7 @@ static int mla_cmerge(struct haccel__gpu *g, uint32_t T, uint32_t n_split, uint3
 int haccel__cuda_sparse_mla_cluster(struct haccel__gpu *g, uint32_t T, uint32_t H,
 				    uint32_t topk)
 {
-	uint32_t tps, n_split = mla_splits(haccel__cuda_sms(g), T, H, topk, &tps);
+	uint32_t tps, n_split = mla_splits(haccel__gpu_sms(g), T, H, topk, &tps);
 	bool sm = mla_sm(g, tps);
 	void *fn;
 
@@ -459,7 +454,7 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 			    haccel__dptr block_tables, uint32_t bt_stride, uint32_t page_tokens,
 			    float scale, haccel__dptr scratch)
 {
-	uint32_t tps, n_split = mla_splits(haccel__cuda_sms(g), T, H, topk, &tps);
+	uint32_t tps, n_split = mla_splits(haccel__gpu_sms(g), T, H, topk, &tps);
 	uint32_t hgs = mla_hg(H);
 	uint32_t n_hg = (H + hgs - 1) / hgs;
 	/* (dsa.cu) haccel_dsa_mla_h16: 1024 bytes of alignment, the queries

@@ -162,7 +162,7 @@ static const char *recurrent_name(uint32_t K, bool raw, bool wide)
 static bool wide_tile(struct haccel__gpu *g, uint32_t K, uint32_t V, uint32_t H,
 		      uint32_t n_seg)
 {
-	uint64_t sms = g->cu->sm_count > 0 ? (uint64_t)g->cu->sm_count : 1;
+	uint64_t sms = haccel__gpu_sms(g);
 
 	uint64_t blocks = (uint64_t)n_seg * H * ((V + KDA_TILE_VW - 1) / KDA_TILE_VW);
 
@@ -292,7 +292,7 @@ int haccel__cuda_kda_chunked(struct haccel__gpu *g, void *stream, haccel__dptr q
 	 * 64 columns of V where those of 32 would take more than one wave
 	 * (a block an SM); HACCEL_KDA_PASS2 = mma, wg32 or wg64 picks one. */
 	FN(K == 128 && V == 128 ? "haccel_kda_chunk_prep_128" : "haccel_kda_chunk_prep");
-	uint64_t sms = (uint64_t)(g->cu->sm_count > 0 ? g->cu->sm_count : 1);
+	uint64_t sms = haccel__gpu_sms(g);
 	bool wg = K == 128 && g->kda_pass2 != 1;
 	uint32_t tile = KDA_TILE_V;
 
