@@ -5,6 +5,8 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "haccel.h"
 #include "ktap.h"
@@ -66,6 +68,27 @@ static void t_model_init(void)
 	KTAP_EXPECT_EQ(r.status, 2);
 	tool_run(&r, "HACCEL_CTL", "model", "frob", NULL);
 	KTAP_EXPECT_EQ(r.status, 2);
+	/* --out with missing parents is made whole (trailing slash too); a
+	 * file in the way is a clear failure and stays as it was. */
+	char nested[700], inway[700];
+
+	snprintf(nested, sizeof(nested), "%s/a/b//c/", dir);
+	tool_run(&r, "HACCEL_CTL", "model", "init", "--preset", "tiny", "--out", nested, NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	snprintf(nested, sizeof(nested), "%s/a/b/c/model.safetensors", dir);
+	KTAP_EXPECT(access(nested, R_OK) == 0);
+	test_put(dir, "afile", "x");
+	snprintf(inway, sizeof(inway), "%s/afile/m", dir);
+	tool_run(&r, "HACCEL_CTL", "model", "init", "--preset", "tiny", "--out", inway, NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "cannot create") && strstr(r.err, "Not a directory"));
+	snprintf(inway, sizeof(inway), "%s/afile", dir);
+	tool_run(&r, "HACCEL_CTL", "model", "init", "--preset", "tiny", "--out", inway, NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "Not a directory") != NULL);
+	struct stat st;
+
+	KTAP_EXPECT(stat(inway, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 1);
 	tool_run(&r, "HACCEL_CTL", "model", "--help", NULL);
 	KTAP_EXPECT_EQ(r.status, 0);
 	KTAP_EXPECT(strstr(r.out, "kimi-linear-48b-a3b") != NULL);

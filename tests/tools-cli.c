@@ -523,7 +523,13 @@ static void t_bench_decode_trace(void)
 	KTAP_EXPECT(strstr(r.out, "HACCEL_CUPTI_LIB") != NULL);
 	run(&r, "HACCEL_BENCH", "prefill", "/nonexistent", "--trace", NULL);
 	KTAP_EXPECT_EQ(r.status, 2);
-	KTAP_EXPECT(strstr(r.err, "unknown option '--trace'") != NULL);
+	KTAP_EXPECT(strstr(r.err, "--trace is for decode only") != NULL);
+	run(&r, "HACCEL_BENCH", "prefill", "/nonexistent", "--steps", "5", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "--steps is for decode only") != NULL);
+	run(&r, "HACCEL_BENCH", "prefill", "--help", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	KTAP_EXPECT(strstr(r.out, "prefill MODEL_DIR") && !strstr(r.out, "[--steps N]"));
 
 	setenv("HACCEL_CUPTI_LIB", "/nonexistent/libcupti.so.13", 1);
 	run(&r, "HACCEL_BENCH", "decode", "/nonexistent", "--trace", NULL);

@@ -1043,7 +1043,7 @@ static void dusage(FILE *f, const char *what)
 {
 	fprintf(f,
 		"Usage: haccel-bench [--json] %s MODEL_DIR [--batch B[,B...]] [--context N]\n"
-		"       [--steps N] [--no-graphs]%s\n"
+		"       [--no-graphs]%s\n"
 		"\n"
 		"decode: sequences at a context of N tokens (made without running the\n"
 		"model: their KV pages are taken and filled with random valid index-key\n"
@@ -1064,7 +1064,7 @@ static void dusage(FILE *f, const char *what)
 		"records a step, the top 15 by time, and the 5 pairs of names around\n"
 		"the most idle time. Needs libcupti at run time (libcupti.so.13, or the\n"
 		"path in HACCEL_CUPTI_LIB) and a build with CUPTI's headers.\n",
-		what, strcmp(what, "decode") ? "" : " [--trace]");
+		what, strcmp(what, "decode") ? "" : " [--steps N] [--trace]");
 }
 
 int bench_model(int argc, char **argv, int json, bool prefill)
@@ -1105,11 +1105,14 @@ int bench_model(int argc, char **argv, int json, bool prefill)
 				tool_err("%s: bad --context '%s' (1..1048576)", what, argv[i]);
 				return EXIT_USAGE;
 			}
-		} else if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
+		} else if (!strcmp(argv[i], "--steps") && i + 1 < argc && !prefill) {
 			if (tool_parse_u64(argv[++i], 1, 100000, &steps)) {
 				tool_err("%s: bad --steps '%s' (1..100000)", what, argv[i]);
 				return EXIT_USAGE;
 			}
+		} else if (prefill && (!strcmp(argv[i], "--steps") || !strcmp(argv[i], "--trace"))) {
+			tool_err("prefill: %s is for decode only", argv[i]);
+			return EXIT_USAGE;
 		} else if (argv[i][0] != '-' && !dir) {
 			dir = argv[i];
 		} else {

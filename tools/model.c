@@ -28,7 +28,7 @@ static void usage(FILE *f)
 	fprintf(f, "\n\n"
 		"Options:\n"
 		"  -p, --preset NAME   the preset\n"
-		"  -o, --out DIR       output directory (created if missing)\n"
+		"  -o, --out DIR       output directory (created, with its parents, if missing)\n"
 		"  -s, --seed N        generator seed (default 1)\n"
 		"  -f, --force         overwrite a model already in DIR\n"
 		"  -j, --json          JSON on stdout\n"

@@ -26,7 +26,7 @@ static const char *const nccl_names[] = {
 static void nccl_load(struct haccel__nccl *n)
 {
 	const char *env = getenv("HACCEL_NCCL_LIBRARY");
-	const char *tried = env && *env ? env : "libnccl.so.2 (library path, /usr/local/cuda/lib, lib64)";
+	const char *tried = env && *env ? env : "libnccl.so.2 (library path, /usr/local/cuda/lib, lib64, /usr/lib/x86_64-linux-gnu)";
 
 	if (env && *env) {
 		n->lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);

@@ -1126,8 +1126,10 @@ HACCEL_API const char *haccel_model_preset_name(uint32_t i);
  * Write preset's config.json and, unless the preset is shape-only,
  * model.safetensors with seeded random weights (same seed, same bytes;
  * scaled so activations stay in range through every layer, with stored
- * checksums) into dir, which is created if missing. Returns 0, -ENOENT (no
- * such preset), -EEXIST (files there, no FORCE), -EINVAL, -EIO, -ENOMEM.
+ * checksums) into dir, which is created if missing, with any missing
+ * directories above it. Returns 0, -ENOENT (no such preset), -EEXIST (files
+ * there, no FORCE), -EINVAL, -EIO, -ENOMEM, or the -errno of a directory
+ * that cannot be made (-ENOTDIR: a file is in the way).
  */
 HACCEL_API int haccel_model_init(struct haccel_ctx *ctx, const char *preset,
 				 const char *dir, uint64_t seed, uint32_t flags);

@@ -251,6 +251,34 @@ int haccel_model_init(struct haccel_ctx *ctx, const char *preset, const char *di
 	return haccel__model_write(ctx, &c, dir, seed, flags);
 }
 
+/* mkdir -p: dir and every missing directory above it (0755). 0 or -errno. */
+static int mkdir_parents(const char *dir)
+{
+	char p[4096];
+	size_t n = strlen(dir);
+
+	if (n >= sizeof(p))
+		return -ENAMETOOLONG;
+	memcpy(p, dir, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (p[i] != '/' && p[i] != '\0')
+			continue;
+		if (p[i - 1] == '/')
+			continue;
+		char c = p[i];
+
+		p[i] = '\0';
+		if (mkdir(p, 0755) && errno != EEXIST)
+			return -errno;
+		p[i] = c;
+	}
+	struct stat st;
+
+	if (stat(dir, &st))
+		return -errno;
+	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
 int haccel__model_write(struct haccel_ctx *ctx, const struct haccel__model_config *cfg,
 			const char *dir, uint64_t seed, uint32_t flags)
 {
@@ -263,8 +291,9 @@ int haccel__model_write(struct haccel_ctx *ctx, const struct haccel__model_confi
 	if (snprintf(cfg_path, sizeof(cfg_path), "%s/config.json", dir) >= (int)sizeof(cfg_path) ||
 	    snprintf(st_path, sizeof(st_path), "%s/model.safetensors", dir) >= (int)sizeof(st_path))
 		return haccel__fail(ctx, -EINVAL, "model init: directory name too long");
-	if (mkdir(dir, 0755) && errno != EEXIST)
-		return haccel__fail(ctx, -errno, "model init: cannot create %s: %s", dir, strerror(errno));
+	ret = mkdir_parents(dir);
+	if (ret)
+		return haccel__fail(ctx, ret, "model init: cannot create %s: %s", dir, strerror(-ret));
 	if (!(flags & HACCEL_MODEL_INIT_FORCE) &&
 	    (access(cfg_path, F_OK) == 0 || access(st_path, F_OK) == 0))
 		return haccel__fail(ctx, -EEXIST, "model init: %s already holds a model (use force to overwrite)", dir);
