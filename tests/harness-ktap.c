@@ -44,6 +44,18 @@ static const struct ktap_case inner_skips[] = {
 	KTAP_CASE(inner_skip),
 };
 
+/* A check fails, then the case asks to skip: still a failure. */
+static void inner_fail_then_skip(void)
+{
+	KTAP_EXPECT_EQ(1 + 1, 3);
+	ktap_skip("no frobnicator after all");
+}
+
+static const struct ktap_case inner_failskip[] = {
+	KTAP_CASE(inner_fail_then_skip),
+	KTAP_CASE(inner_skip),
+};
+
 /* Print a case's random stream, for the replay test. */
 static void print_stream(const char *tag)
 {
@@ -231,6 +243,26 @@ static void t_all_skipped_exits_4(void)
 	KTAP_EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == KTAP_EXIT_SKIP);
 }
 
+/* A skip after a failed check does not hide it, forked or not. */
+static void t_skip_after_failure_fails(void)
+{
+	static const char *const nofork[] = { "--no-fork", NULL };
+	static const char *const none[] = { NULL };
+	static char out[4096];
+	int status;
+
+	for (int k = 0; k < 2; k++) {
+		KTAP_ASSERT_EQ(run_inner_args("failskip", NULL, k ? nofork : none, out, sizeof(out),
+					      &status), 0);
+		KTAP_EXPECT(has_line(out, "not ok 1 inner_fail_then_skip"));
+		KTAP_EXPECT(strstr(out, "skip asked after 1 failed check: no frobnicator after all") != NULL);
+		KTAP_EXPECT(has_line(out, "ok 2 inner_skip # SKIP no frobnicator"));
+		KTAP_EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == KTAP_EXIT_FAIL);
+		if (ktap_failures())
+			ktap_diag("inner output (%s) was:\n%s", k ? "--no-fork" : "forked", out);
+	}
+}
+
 /* One inner "rand" run: the streams cases a and b printed. */
 static void rand_run(const char *env_seed, const char *const *args, char *a,
 		     char *b, size_t len)
@@ -303,6 +335,7 @@ static void t_no_fork_goes_on(void)
 static const struct ktap_case cases[] = {
 	KTAP_CASE(t_reports_each_outcome),
 	KTAP_CASE(t_all_skipped_exits_4),
+	KTAP_CASE(t_skip_after_failure_fails),
 	KTAP_CASE(t_seed_drives_rand),
 	KTAP_CASE(t_no_fork_goes_on),
 };
@@ -315,6 +348,8 @@ int main(int argc, char **argv)
 		return KTAP_MAIN(argc, argv, inner);
 	if (mode && !strcmp(mode, "skips"))
 		return KTAP_MAIN(argc, argv, inner_skips);
+	if (mode && !strcmp(mode, "failskip"))
+		return KTAP_MAIN(argc, argv, inner_failskip);
 	if (mode && !strcmp(mode, "rand"))
 		return KTAP_MAIN(argc, argv, inner_rand);
 	if (mode && !strcmp(mode, "nofork"))

@@ -71,7 +71,7 @@ static int gpu_start(struct gb *b)
 		return -ENOMEM;
 	ret = haccel_gpu_info(b->ctx, &gi);
 	if (ret) {
-		tool_err("no GPU: %s", gi.reason);
+		tool_err("%s%s", haccel__cuda_why_prefix(gi.reason), gi.reason);
 		return ret;
 	}
 	if (!gi.kernels) {

@@ -644,10 +644,10 @@ static void gpu_bench_fini(struct gpu_bench *g)
 	memset(g, 0, sizeof(*g));
 }
 
-/* "no GPU: <reason>" without saying it twice. */
+/* "no GPU: <reason>" without saying it twice (nor before "unusable GPU"). */
 static const char *no_gpu(const char *reason)
 {
-	return strncmp(reason, "no GPU", 6) ? "no GPU: " : "";
+	return strncmp(reason, "no GPU", 6) && strncmp(reason, "unusable GPU", 12) ? "no GPU: " : "";
 }
 
 static int gpu_bench_init(struct haccel_ctx *ctx, uint64_t dest_bytes, struct gpu_bench *g)

@@ -98,6 +98,12 @@ static int lt_fail_b(struct haccel__gpu *g, struct haccel__blas *b, int st, cons
 			    b && b->StatusName ? b->StatusName(st) : "?", st);
 }
 
+static void blas_free(struct haccel__gpu *g, struct haccel__blas *b);
+
+/* Loads cuBLASLt for g, publishing g->blas only when it is whole; callers
+ * hold blas_load_lock (two models' first GEMMs may meet). */
+static pthread_mutex_t blas_load_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static int blas_load(struct haccel__gpu *g)
 {
 	struct haccel__blas *b;
@@ -144,9 +150,10 @@ static int blas_load(struct haccel__gpu *g)
 		ret = lt_fail_b(g, b, st, "cublasLtMatmulPreferenceCreate");
 	if (!ret && (st = b->PrefSet(b->pref, LT_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws))) != 0)
 		ret = lt_fail_b(g, b, st, "preference workspace");
-	g->blas = b;
 	if (ret)
-		haccel__blas_fini(g);
+		blas_free(g, b);
+	else
+		__atomic_store_n(&g->blas, b, __ATOMIC_RELEASE);
 	return ret;
 }
 
@@ -167,10 +174,13 @@ static void shape_drop(struct haccel__blas *b, struct shape *s)
 
 void haccel__blas_fini(struct haccel__gpu *g)
 {
-	struct haccel__blas *b = g->blas;
+	if (g->blas)
+		blas_free(g, g->blas);
+	g->blas = NULL;
+}
 
-	if (!b)
-		return;
+static void blas_free(struct haccel__gpu *g, struct haccel__blas *b)
+{
 	for (uint32_t i = 0; i < b->n_shapes; i++)
 		shape_drop(b, &b->shapes[i]);
 	if (b->pref)
@@ -183,7 +193,6 @@ void haccel__blas_fini(struct haccel__gpu *g)
 	pthread_mutex_destroy(&b->lock);
 	dlclose(b->lib);
 	free(b);
-	g->blas = NULL;
 }
 
 static int lt_fail(struct haccel__gpu *g, int st, const char *what)
@@ -441,11 +450,19 @@ int haccel__gemm_lt(struct haccel__gpu *g, void *stream, const struct haccel__ge
 		return haccel__fail(g->ctx, -EINVAL, "cublasLt: a bf16 C does not accumulate");
 	if (!op->M || !op->N)
 		return 0;
-	/* Loaded once, by the thread that runs the model's first GEMM (a
-	 * model is driven by one thread at a time). */
-	if (!g->blas && (ret = blas_load(g)) != 0)
-		return ret;
-	b = g->blas;
+	/* Loaded once a context, by the first GEMM of any of its models
+	 * (each model driven by one thread at a time, but two models of a
+	 * context may start together). */
+	b = __atomic_load_n(&g->blas, __ATOMIC_ACQUIRE);
+	if (!b) {
+		pthread_mutex_lock(&blas_load_lock);
+		if (!g->blas)
+			ret = blas_load(g);
+		b = g->blas;
+		pthread_mutex_unlock(&blas_load_lock);
+		if (ret)
+			return ret;
+	}
 	/* Held through the call: the shape's descriptor takes this call's
 	 * bias pointer, and eviction may destroy a shape's descriptors. */
 	pthread_mutex_lock(&b->lock);
@@ -498,7 +515,14 @@ int haccel__gemm_lt(struct haccel__gpu *g, void *stream, const struct haccel__ge
 	}
 	if (op->bias) {
 		uint64_t p = op->bias;
-		b->DescSet(s->desc, LT_DESC_BIAS_POINTER, &p, sizeof(p));
+
+		/* The descriptor is the shape's: a failed set would leave the
+		 * last call's bias in it. */
+		st = b->DescSet(s->desc, LT_DESC_BIAS_POINTER, &p, sizeof(p));
+		if (st) {
+			pthread_mutex_unlock(&b->lock);
+			return lt_fail(g, st, "bias pointer");
+		}
 	}
 	st = b->Matmul(b->handle, s->desc, &one, op->B, s->la, op->A, s->lb,
 		       op->accumulate ? &one : &zero, op->C, s->lc, op->C, s->lc, s->algo, ws,

@@ -5,8 +5,10 @@
  * exports it) resolves every entry point of gpu/cuda_fns.h at
  * HACCEL__CUDA_API, so the versioned variants (cuMemAlloc_v2...) are picked
  * by the driver, not by us. No driver, no device, or a driver too old are
- * all "no GPU": reported once with the reason, never a crash, and the CPU
- * backend goes on.
+ * all "no GPU" (-ENODEV, -ENOSYS); a driver that finds a device but fails
+ * to initialise or open it is an "unusable GPU" (-EIO), told apart so that
+ * a broken node is not mistaken for one without a GPU. Either is reported
+ * once with the reason, never a crash, and the CPU backend goes on.
  */
 #include "config.h"
 
@@ -75,21 +77,37 @@ static int load(struct haccel_ctx *ctx, struct haccel__cuda *cu)
 
 		if (res)
 			cu->GetErrorName(res, &name);
-		snprintf(cu->why, sizeof(cu->why), "no GPU (%s)",
-			 res ? (name ? name : "cuInit failed") : "no device");
-		return -ENODEV;
+		name = name ? name : "cuInit failed";
+		/* CUDA_ERROR_NO_DEVICE (100), or none counted: no GPU. A
+		 * driver older than its user space (CUDA_ERROR_INSUFFICIENT_DRIVER,
+		 * 35) is a driver too old. Anything else: the driver is there
+		 * and failed. */
+		if (!res || res == 100) {
+			snprintf(cu->why, sizeof(cu->why), "no GPU (%s)", res ? name : "no device");
+			return -ENODEV;
+		}
+		if (res == 35) {
+			snprintf(cu->why, sizeof(cu->why), "CUDA driver too old (%s)", name);
+			return -ENOSYS;
+		}
+		snprintf(cu->why, sizeof(cu->why), "unusable GPU: cuInit failed: %s (%d)", name, res);
+		return -EIO;
 	}
 	res = cu->DeviceGet(&dev, 0);
-	if (!res)
+	if (!res) {
 		res = cu->DevicePrimaryCtxRetain(&cu->ctx, dev);
-	if (!res)
-		res = cu->CtxSetCurrent(cu->ctx);
+		if (!res && (res = cu->CtxSetCurrent(cu->ctx)) != 0) {
+			cu->DevicePrimaryCtxRelease(dev);
+			cu->ctx = NULL;
+		}
+	}
 	if (res) {
 		const char *name = NULL;
 
 		cu->GetErrorName(res, &name);
-		snprintf(cu->why, sizeof(cu->why), "cannot open GPU 0: %s", name ? name : "?");
-		return -ENODEV;
+		snprintf(cu->why, sizeof(cu->why), "unusable GPU: cannot open GPU 0: %s (%d)",
+			 name ? name : "?", res);
+		return -EIO;
 	}
 	cu->device = dev;
 	cu->DeviceGetAttribute(&cu->sm_count, HACCEL__CU_DEV_ATTR_SM_COUNT, dev);
@@ -124,8 +142,20 @@ int haccel__cuda_get(struct haccel_ctx *ctx, struct haccel__cuda **out)
 	}
 	pthread_mutex_unlock(&ctx->lock);
 	ret = cu->status;
-	if (!ret && cu->CtxSetCurrent(cu->ctx))
-		ret = -ENODEV;
+	if (!ret) {
+		int res = cu->CtxSetCurrent(cu->ctx);
+
+		if (res) {
+			const char *name = NULL;
+
+			cu->GetErrorName(res, &name);
+			pthread_mutex_lock(&ctx->lock);
+			snprintf(cu->why, sizeof(cu->why),
+				 "unusable GPU: cuCtxSetCurrent failed: %s (%d)", name ? name : "?", res);
+			pthread_mutex_unlock(&ctx->lock);
+			ret = -EIO;
+		}
+	}
 	*out = cu;
 	return ret;
 }

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "haccel.h"
 
@@ -103,10 +104,19 @@ struct haccel__cuda {
 /*
  * Load the driver and open device 0 once per context (later calls return
  * the same result). Returns 0, or -ENODEV (no driver or no GPU: the reason
- * in cu->why and the log, once), -ENOSYS (a driver without the entry points
- * this code needs).
+ * in cu->why and the log, once), -ENOSYS (a driver too old or without the
+ * entry points this code needs), -EIO (a driver that failed to initialise
+ * or open device 0: "unusable GPU" and the driver's error in cu->why),
+ * -ENOMEM. *out is set except for -ENOMEM.
  */
 int haccel__cuda_get(struct haccel_ctx *ctx, struct haccel__cuda **out);
+
+/* What goes before cu->why in a message: "no GPU: " unless the reason
+ * already says "no GPU" or "unusable GPU". */
+static inline const char *haccel__cuda_why_prefix(const char *why)
+{
+	return strncmp(why, "no GPU", 6) && strncmp(why, "unusable GPU", 12) ? "no GPU: " : "";
+}
 void haccel__cuda_fini(struct haccel_ctx *ctx);
 
 /*

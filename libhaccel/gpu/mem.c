@@ -33,7 +33,7 @@ int haccel__gpu_mem_alloc(struct haccel_ctx *ctx, uint64_t bytes, uint64_t *dptr
 {
 	struct haccel__cu_mem_prop p;
 	struct haccel__cu_access_desc a;
-	struct haccel__cuda *cu;
+	struct haccel__cuda *cu = NULL;
 	unsigned long long h = 0;
 	uint64_t va = 0, size;
 	int ret;
@@ -41,7 +41,9 @@ int haccel__gpu_mem_alloc(struct haccel_ctx *ctx, uint64_t bytes, uint64_t *dptr
 	*dptr = 0;
 	ret = haccel__cuda_get(ctx, &cu);
 	if (ret)
-		return haccel__fail(ctx, ret, "cuda: no GPU: %s", cu ? cu->why : "");
+		return ret == -ENOMEM ? ret :
+				      haccel__fail(ctx, ret, "cuda: %s%s", haccel__cuda_why_prefix(cu->why),
+						   cu->why);
 	size = rounded(cu, bytes ? bytes : 1);
 	prop_init(&p, cu->device);
 	ret = HACCEL__CU(ctx, cu->MemAddressReserve(&va, size, 0, 0, 0));
@@ -57,7 +59,7 @@ int haccel__gpu_mem_alloc(struct haccel_ctx *ctx, uint64_t bytes, uint64_t *dptr
 			return haccel__fail(ctx, -ENOMEM,
 					    "cuda: cannot allocate %.2f GiB of GPU memory: %.2f GiB free of %.2f GiB",
 					    size / 1073741824.0, fr / 1073741824.0, tot / 1073741824.0);
-		return HACCEL__CU(ctx, res);
+		return haccel__cu_check(ctx, res, "cuMemCreate", __FILE__, __LINE__);
 	}
 	ret = HACCEL__CU(ctx, cu->MemMap(va, size, 0, h, 0));
 	/* The mapping keeps the memory; the handle can go. */

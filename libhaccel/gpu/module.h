@@ -54,9 +54,10 @@ static inline uint32_t haccel__gpu_sms(const struct haccel__gpu *g)
 }
 
 /*
- * The context's GPU runtime, made on first use. Returns 0, -ENODEV (no GPU:
- * haccel_gpu_info() says why), -ENOEXEC (this build has no kernels: built
- * without nvcc), -EIO.
+ * The context's GPU runtime, made on first use. Returns 0, -ENODEV or
+ * -ENOSYS (no GPU: haccel_gpu_info() says why), -ENOEXEC (this build has no
+ * kernels: built without nvcc), -EIO (an unusable GPU, or a driver call
+ * failed), -ENOMEM.
  */
 int haccel__gpu_get(struct haccel_ctx *ctx, struct haccel__gpu **out);
 void haccel__gpu_fini(struct haccel_ctx *ctx);

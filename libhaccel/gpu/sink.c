@@ -389,8 +389,8 @@ int haccel_gpu_sink_create(struct haccel_ctx *ctx, const struct haccel_gpu_sink_
 	if (ret == -ENOMEM && !cu)
 		return ret;
 	if (ret)
-		return haccel__fail(ctx, ret, "gpu sink: %s%s",
-				    strncmp(cu->why, "no GPU", 6) ? "no GPU: " : "", cu->why);
+		return haccel__fail(ctx, ret, "gpu sink: %s%s", haccel__cuda_why_prefix(cu->why),
+				    cu->why);
 
 	s = calloc(1, sizeof(*s));
 	if (!s)

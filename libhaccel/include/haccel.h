@@ -503,8 +503,10 @@ struct haccel_gpu_info {
 /*
  * Probe the GPU through the CUDA driver (loaded at run time; the library
  * never needs it to build or run). Returns 0 with the device described, or
- * -ENODEV (no driver, no device) / -ENOSYS (a driver too old) with the
- * reason in out->reason: the caller goes on with the CPU backend.
+ * -ENODEV (no driver, no device) / -ENOSYS (a driver too old) / -EIO (an
+ * unusable GPU: the driver is there but failed to initialise or to open
+ * device 0, its error named) with the reason in out->reason: the caller
+ * goes on with the CPU backend.
  */
 HACCEL_API int haccel_gpu_info(struct haccel_ctx *ctx, struct haccel_gpu_info *out);
 
@@ -555,9 +557,9 @@ HACCEL_API void haccel_gpu_sink_params_init(struct haccel_gpu_sink_params *p);
 
 /*
  * Make a GPU sink on the context's GPU (device 0). The parameters are
- * checked first (-EINVAL); then -ENODEV (no driver or no GPU) or -ENOSYS
- * (a driver too old), with the reason in haccel_last_error() as in
- * haccel_gpu_info(); -ENOMEM (device memory for an allocated destination:
+ * checked first (-EINVAL); then -ENODEV (no driver or no GPU), -ENOSYS
+ * (a driver too old) or -EIO (an unusable GPU), with the reason in
+ * haccel_last_error() as in haccel_gpu_info(); -ENOMEM (device memory for an allocated destination:
  * the message gives what was asked and what is free), -EIO (another driver
  * error, named in the message). One load at a time per sink; a sink is
  * reused by any number of loads.

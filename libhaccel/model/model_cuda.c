@@ -115,7 +115,7 @@ int haccel__gmodel_load(struct haccel_model *m, struct haccel_weights *wts,
 	m->gm = gm;
 	ret = haccel__gpu_get(ctx, &gm->g);
 	if (ret)
-		return ret == -ENODEV || ret == -ENOSYS ?
+		return ret == -ENODEV || ret == -ENOSYS || (ret == -EIO && ctx->cuda && ctx->cuda->why[0]) ?
 			       haccel__fail(ctx, ret, "model: device cuda: %s", ctx->cuda ? ctx->cuda->why : "no GPU") :
 			       ret;
 	gm->cu = gm->g->cu;
@@ -191,6 +191,12 @@ int haccel__gmodel_setup(struct haccel_model *m)
 	int ret;
 
 	gm->no_graphs = m->p.flags & HACCEL_MODEL_NO_GRAPHS;
+	/* The device block table (a padding row too) is indexed in 32 bits,
+	 * by the kernels and by the step's row updates. */
+	if (c->n_dsa && (uint64_t)(m->p.max_seqs + 1) * m->bt_stride > UINT32_MAX)
+		return haccel__fail(ctx, -EINVAL,
+				    "model: device cuda: %u sequences of %u KV pages each exceed the GPU block table's 2^32 entries; lower max_seqs or max_seq_tokens",
+				    m->p.max_seqs, m->bt_stride);
 
 	/* Logit rows: one per item; a decode bucket may pad up to a power of 2. */
 	gm->Rmax = 1;
