@@ -4,7 +4,8 @@
  * carved once through the VMM API (gpu/mem.c), so page and slot addresses
  * captured in CUDA graphs stay valid for the life of the pool. Copies and
  * zeroing are enqueued on the context's compute stream, in order with the
- * kernels that read the pools; a call returns once its work is queued.
+ * kernels that read the pools, under the GPU runtime's lock (never into
+ * another thread's graph capture); a call returns once its work is queued.
  * Pool pointers are device addresses: the host never dereferences them.
  */
 #include "config.h"
@@ -44,10 +45,14 @@ static int cuda_copy(struct haccel_ctx *ctx, const struct haccel__mem_copy *c, u
 	struct haccel__gpu *g;
 	int ret = haccel__gpu_get(ctx, &g);
 
+	if (ret)
+		return ret;
+	haccel__gpu_lock(g);
 	for (uint32_t i = 0; !ret && i < n; i++)
 		ret = HACCEL__CU(ctx, g->cu->MemcpyDtoDAsync((uint64_t)(uintptr_t)c[i].dst,
 							     (uint64_t)(uintptr_t)c[i].src,
 							     c[i].bytes, g->stream));
+	haccel__gpu_unlock(g);
 	return ret;
 }
 
@@ -56,9 +61,11 @@ static int cuda_zero(struct haccel_ctx *ctx, void *ptr, uint64_t bytes)
 	struct haccel__gpu *g;
 	int ret = haccel__gpu_get(ctx, &g);
 
-	if (!ret)
-		ret = HACCEL__CU(ctx, g->cu->MemsetD8Async((uint64_t)(uintptr_t)ptr, 0, bytes,
-							   g->stream));
+	if (ret)
+		return ret;
+	haccel__gpu_lock(g);
+	ret = HACCEL__CU(ctx, g->cu->MemsetD8Async((uint64_t)(uintptr_t)ptr, 0, bytes, g->stream));
+	haccel__gpu_unlock(g);
 	return ret;
 }
 
@@ -70,6 +77,7 @@ static int cuda_swap(struct haccel_ctx *ctx, const struct haccel__mem_copy *c, u
 	struct haccel__gpu *g = NULL;
 	int ret = haccel__gpu_get(ctx, &g);
 
+	haccel__gpu_lock(g);
 	for (uint32_t i = 0; !ret && i < n; i++)
 		ret = to_host ? HACCEL__CU(ctx, g->cu->MemcpyDtoHAsync(c[i].dst,
 								      (uint64_t)(uintptr_t)c[i].src,
@@ -82,6 +90,7 @@ static int cuda_swap(struct haccel_ctx *ctx, const struct haccel__mem_copy *c, u
 		if (!ret)
 			ret = r;
 	}
+	haccel__gpu_unlock(g);
 	return ret;
 }
 

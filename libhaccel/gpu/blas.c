@@ -436,7 +436,22 @@ int haccel__gemm_run(struct haccel__gpu *g, void *stream, const struct haccel__g
 	return haccel__gemm_lt(g, stream, op);
 }
 
+static int gemm_lt(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op);
+
+/* Under the GPU runtime's lock (recursive: a model's step already holds
+ * it), taken before the shapes' lock, so that a first GEMM's workspace
+ * allocation, which synchronizes the context, keeps that order too. */
 int haccel__gemm_lt(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op)
+{
+	int ret;
+
+	haccel__gpu_lock(g);
+	ret = gemm_lt(g, stream, op);
+	haccel__gpu_unlock(g);
+	return ret;
+}
+
+static int gemm_lt(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op)
 {
 	struct haccel__blas *b;
 	struct shape *s = NULL;

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "gpu/cuda.h"
 #include "gpu/mem.h"
+#include "gpu/module.h"
 
 static void prop_init(struct haccel__cu_mem_prop *p, int dev)
 {
@@ -29,7 +30,7 @@ static uint64_t rounded(struct haccel__cuda *cu, uint64_t bytes)
 	return (bytes + gran - 1) / gran * gran;
 }
 
-int haccel__gpu_mem_alloc(struct haccel_ctx *ctx, uint64_t bytes, uint64_t *dptr)
+static int mem_alloc(struct haccel_ctx *ctx, uint64_t bytes, uint64_t *dptr)
 {
 	struct haccel__cu_mem_prop p;
 	struct haccel__cu_access_desc a;
@@ -86,17 +87,34 @@ int haccel__gpu_mem_alloc(struct haccel_ctx *ctx, uint64_t bytes, uint64_t *dptr
 	return 0;
 }
 
+/* Both synchronize the context: under the GPU runtime's lock, if it is
+ * made, so never inside another thread's capture. */
+int haccel__gpu_mem_alloc(struct haccel_ctx *ctx, uint64_t bytes, uint64_t *dptr)
+{
+	struct haccel__gpu *g = haccel__gpu_peek(ctx);
+	int ret;
+
+	haccel__gpu_lock(g);
+	ret = mem_alloc(ctx, bytes, dptr);
+	haccel__gpu_unlock(g);
+	return ret;
+}
+
 void haccel__gpu_mem_free(struct haccel_ctx *ctx, uint64_t dptr, uint64_t bytes)
 {
 	struct haccel__cuda *cu = ctx->cuda;
+	struct haccel__gpu *g;
 	uint64_t size;
 
 	if (!dptr || !cu || cu->status)
 		return;
+	g = haccel__gpu_peek(ctx);
+	haccel__gpu_lock(g);
 	size = rounded(cu, bytes ? bytes : 1);
 	cu->CtxSetCurrent(cu->ctx);
 	/* Work still queued may use it. */
 	cu->CtxSynchronize();
 	cu->MemUnmap(dptr, size);
 	cu->MemAddressFree(dptr, size);
+	haccel__gpu_unlock(g);
 }

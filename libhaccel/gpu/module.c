@@ -65,12 +65,19 @@ int haccel__gpu_get(struct haccel_ctx *ctx, struct haccel__gpu **out)
 	g->mla_merge = env && !strcmp(env, "kernel") ? 1 : 0;
 	env = getenv("HACCEL_PDL");
 	g->pdl = cu->cc_major >= 9 && !(env && !strcmp(env, "0"));
+	pthread_mutexattr_t ma;
+
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&g->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
 	ret = HACCEL__CU(ctx, cu->ModuleLoadData(&g->module, haccel__fatbin));
 	if (!ret)
 		ret = HACCEL__CU(ctx, cu->StreamCreate(&g->stream, HACCEL__CU_STREAM_NON_BLOCKING));
 	if (ret) {
 		if (g->module)
 			cu->ModuleUnload(g->module);
+		pthread_mutex_destroy(&g->lock);
 		free(g);
 		return ret;
 	}
@@ -80,6 +87,7 @@ int haccel__gpu_get(struct haccel_ctx *ctx, struct haccel__gpu **out)
 		pthread_mutex_unlock(&ctx->lock);
 		cu->StreamDestroy(g->stream);
 		cu->ModuleUnload(g->module);
+		pthread_mutex_destroy(&g->lock);
 		free(g);
 		*out = ctx->gpu;
 		return 0;
@@ -88,6 +96,16 @@ int haccel__gpu_get(struct haccel_ctx *ctx, struct haccel__gpu **out)
 	pthread_mutex_unlock(&ctx->lock);
 	*out = g;
 	return 0;
+}
+
+struct haccel__gpu *haccel__gpu_peek(struct haccel_ctx *ctx)
+{
+	struct haccel__gpu *g;
+
+	pthread_mutex_lock(&ctx->lock);
+	g = ctx->gpu;
+	pthread_mutex_unlock(&ctx->lock);
+	return g;
 }
 
 int haccel__gpu_side_streams(struct haccel__gpu *g, void **s2, void **s3)
@@ -122,6 +140,7 @@ void haccel__gpu_fini(struct haccel_ctx *ctx)
 			g->cu->StreamDestroy(g->side[i]);
 	g->cu->StreamDestroy(g->stream);
 	g->cu->ModuleUnload(g->module);
+	pthread_mutex_destroy(&g->lock);
 	free(g);
 	ctx->gpu = NULL;
 }

@@ -7,6 +7,7 @@
 #ifndef HACCEL_GPU_MODULE_H
 #define HACCEL_GPU_MODULE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,6 +26,12 @@ struct haccel__gpu {
 	struct haccel__cuda *cu;
 	void *module;
 	void *stream;              /* compute stream, non-blocking */
+	pthread_mutex_t lock;      /* recursive: held by whoever puts work on the
+				    * context's streams (the models' steps and
+				    * captures, the pools' copies) or
+				    * synchronizes the context, so that one
+				    * thread's capture never takes in, or is
+				    * broken by, another thread's work */
 	void *side[2];             /* the models' branch streams (haccel__gpu_side_streams);
 				    * under ctx->lock */
 	struct haccel__blas *blas; /* cuBLASLt, loaded on first GEMM */
@@ -51,6 +58,21 @@ struct haccel__gpu {
 static inline uint32_t haccel__gpu_sms(const struct haccel__gpu *g)
 {
 	return g && g->cu && g->cu->sm_count > 0 ? (uint32_t)g->cu->sm_count : 1;
+}
+
+/* The context's GPU runtime if it has been made, else NULL. */
+struct haccel__gpu *haccel__gpu_peek(struct haccel_ctx *ctx);
+
+static inline void haccel__gpu_lock(struct haccel__gpu *g)
+{
+	if (g)
+		pthread_mutex_lock(&g->lock);
+}
+
+static inline void haccel__gpu_unlock(struct haccel__gpu *g)
+{
+	if (g)
+		pthread_mutex_unlock(&g->lock);
 }
 
 /*

@@ -148,6 +148,9 @@ int haccel__gmodel_load(struct haccel_model *m, struct haccel_weights *wts,
 	m->weight_bytes = m->load.tensor_bytes;
 
 	haccel__model_tensors(&m->c, &gm->w, spec, n);
+	/* The conversions go on the context's stream: under its lock (the
+	 * reads above do not hold it, so other models step meanwhile). */
+	haccel__gpu_lock(gm->g);
 	for (uint32_t i = 0; !ret && i < n; i++) {
 		struct haccel_tensor_info t;
 		uint32_t idx;
@@ -165,6 +168,7 @@ int haccel__gmodel_load(struct haccel_model *m, struct haccel_weights *wts,
 		gm->w.lm_head = gm->w.embed;
 	if (!ret)
 		ret = HACCEL__CU(ctx, gm->cu->StreamSynchronize(gm->g->stream));
+	haccel__gpu_unlock(gm->g);
 out:
 	haccel__gpu_mem_free(ctx, raw_d, info.dest_bytes);
 	return ret;
@@ -297,7 +301,9 @@ int haccel__gmodel_setup(struct haccel_model *m)
 		if (ret)
 			return haccel__fail(ctx, ret, "model: no spare state slot for padded rows");
 	}
+	haccel__gpu_lock(gm->g);
 	ret = HACCEL__CU(ctx, cu->StreamSynchronize(gm->g->stream));
+	haccel__gpu_unlock(gm->g);
 	if (ret)
 		return ret;
 	haccel__info(ctx, "model: cuda: weights %.1f MiB, workspace %.1f MiB, graphs %s",
@@ -314,6 +320,7 @@ void haccel__gmodel_close(struct haccel_model *m)
 	if (!gm)
 		return;
 	cu = gm->cu;
+	haccel__gpu_lock(gm->g);
 	if (cu) {
 		cu->CtxSynchronize();
 		for (int i = 0; i < N_BUCKETS; i++)
@@ -331,6 +338,7 @@ void haccel__gmodel_close(struct haccel_model *m)
 		if (gm->logits_host)
 			cu->MemHostUnregister(gm->logits_host);
 	}
+	haccel__gpu_unlock(gm->g);
 	free(gm->in_host);
 	free(gm->logits_host);
 	haccel__gpu_mem_free(m->ctx, gm->ws, gm->ws_bytes);
@@ -767,12 +775,14 @@ int haccel__gmodel_sync_row(struct haccel_model *m, uint32_t kv_seq)
 	 * memory may return before its DMA lands, unordered with the kernels
 	 * of a non-blocking stream. */
 	const uint32_t *row = m->block_tables + (size_t)kv_seq * m->bt_stride;
-	int ret = HACCEL__CU(m->ctx, gm->cu->MemcpyHtoDAsync(gm->bt + off, row,
-							     (size_t)m->bt_stride * 4,
-							     gm->g->stream));
+	int ret;
 
+	haccel__gpu_lock(gm->g);
+	ret = HACCEL__CU(m->ctx, gm->cu->MemcpyHtoDAsync(gm->bt + off, row, (size_t)m->bt_stride * 4,
+							 gm->g->stream));
 	if (!ret)
 		ret = HACCEL__CU(m->ctx, gm->cu->StreamSynchronize(gm->g->stream));
+	haccel__gpu_unlock(gm->g);
 	return ret;
 }
 
@@ -850,8 +860,8 @@ static int bucket_of(uint32_t n, uint32_t *size)
 	return b;
 }
 
-int haccel__gmodel_step(struct haccel_model *m, const struct haccel_step_item *items,
-			uint32_t n_items, uint32_t T, const uint32_t *first)
+static int gmodel_step(struct haccel_model *m, const struct haccel_step_item *items,
+		       uint32_t n_items, uint32_t T, const uint32_t *first)
 {
 	struct haccel__gmodel *gm = m->gm;
 	struct haccel__cuda *cu = gm->cu;
@@ -883,7 +893,11 @@ int haccel__gmodel_step(struct haccel_model *m, const struct haccel_step_item *i
 		if (!gm->graph[bi].exec) {
 			void *gr = NULL;
 
-			ret = HACCEL__CU(ctx, cu->StreamBeginCapture(st, HACCEL__CU_STREAM_CAPTURE_MODE_GLOBAL));
+			/* Thread-local: other threads' calls (a weights load's
+			 * registrations, say) stay legal meanwhile; their work
+			 * on this context's streams waits for the lock. */
+			ret = HACCEL__CU(ctx, cu->StreamBeginCapture(
+						      st, HACCEL__CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
 			if (ret)
 				goto fail;
 			int fr = forward(m, &f);
@@ -927,5 +941,21 @@ fail:
 	for (uint32_t i = 0; m->kv && i < n_items; i++)
 		haccel_kv_seq_truncate(m->kv, m->seqs[items[i].seq].kv_seq,
 				       m->seqs[items[i].seq].n_tokens);
+	return ret;
+}
+
+/*
+ * One step, under the GPU runtime's lock: the models of a context share its
+ * streams, so another thread's step, pool copy or allocation must neither
+ * land in this step's capture nor synchronize the context inside it.
+ */
+int haccel__gmodel_step(struct haccel_model *m, const struct haccel_step_item *items,
+			uint32_t n_items, uint32_t T, const uint32_t *first)
+{
+	int ret;
+
+	haccel__gpu_lock(m->gm->g);
+	ret = gmodel_step(m, items, n_items, T, first);
+	haccel__gpu_unlock(m->gm->g);
 	return ret;
 }
