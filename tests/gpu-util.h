@@ -138,8 +138,10 @@ static inline void gpu_close(void)
 
 /*
  * Compare n values of got against want: each |got - want| <= atol + rtol *
- * |want| (NaN must match NaN). Reports the worst element and the max
- * error; returns 1 when all are within.
+ * |want| where want is finite (got must be finite too); a non-finite want
+ * must be matched exactly (NaN by any NaN, an infinity by the same one).
+ * Reports the worst element and the max error; returns 1 when all are
+ * within.
  */
 static inline int gpu_close_enough(const char *what, const float *got, const float *want,
 				   size_t n, double atol, double rtol)
@@ -148,8 +150,12 @@ static inline int gpu_close_enough(const char *what, const float *got, const flo
 	size_t wi = 0, bad = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		if (isnan(want[i]) || isnan(got[i])) {
-			if (!(isnan(want[i]) && isnan(got[i])) && bad++ == 0)
+		if (!isfinite(want[i]) || !isfinite(got[i])) {
+			/* No tolerance here: an infinite one would pass
+			 * anything, and a NaN compares false either way. */
+			bool same = isnan(want[i]) ? isnan(got[i]) : got[i] == want[i];
+
+			if (!same && bad++ == 0)
 				wi = i, worst = INFINITY;
 			continue;
 		}

@@ -13,8 +13,17 @@
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Figures of a summary that must be whole numbers of ns, as integers. */
-#define EXPECT_NS(v, want) KTAP_EXPECT_EQ((long long)((v) * 2), (long long)(want) * 2)
+/* Figures of a summary that must be whole numbers of ns: medians of
+ * integers (or halfway between two), exact in a double, so compared
+ * exactly. */
+#define EXPECT_NS(v, want)                                                          \
+	do {                                                                        \
+		double ns_got_ = (v);                                               \
+		long long ns_want_ = (want);                                        \
+		if (ns_got_ != (double)ns_want_)                                    \
+			ktap_fail_at(__FILE__, __LINE__, "%s == %s: %.17g != %lld", \
+				     #v, #want, ns_got_, ns_want_);                 \
+	} while (0)
 
 static struct trace_summary one(const struct trace_kernel *k, size_t n, uint64_t ws, uint64_t we)
 {
