@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-/* GPU common ops (norms, embedding, SwiGLU, residual mix, bf16, argmax)
- * against the CPU ops on the same inputs. Skips with no GPU. */
+/* GPU common ops (norms, embedding, SwiGLU, residual mix, bf16, argmax,
+ * the load-time conversion, the block-table scatter) against the CPU ops
+ * on the same inputs. Skips with no GPU. */
 #include "config.h"
 
 #include <pthread.h>
@@ -10,6 +11,7 @@
 #include "gpu/blas.h"
 #include "model/cpu/ops.h"
 #include "model/format.h"
+#include "model/model_priv.h"
 
 static float frand(float lo, float hi)
 {
@@ -240,6 +242,125 @@ static void test_bf16(void)
 		free(got2), free(tail);
 	}
 	free(x), free(got);
+	gpu_close();
+}
+
+/*
+ * The load-time conversion (haccel_convert) against the CPU loader's
+ * haccel__weights_to_f32: every stored type (f32, bf16, f16 from random
+ * bits, so subnormals, infinities and NaNs included) to fp32, bit for bit,
+ * and to bf16, the bits of haccel__bf16_from_float of that fp32 (a NaN
+ * as any NaN: its sign and payload are the hardware's), from
+ * sources at every byte offset mod 4; n = 0 writes nothing, and a bad
+ * type is -EINVAL.
+ */
+static void test_convert(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const uint32_t dtypes[3] = { HACCEL_DTYPE_F32, HACCEL_DTYPE_BF16, HACCEL_DTYPE_F16 };
+	const size_t n = 100003;
+	uint8_t *src = malloc(n * 4 + 4);
+	float *want = malloc(n * 4), *got = malloc(n * 4);
+	uint16_t *gotb = malloc(n * 2);
+	haccel__dptr ds = gpu_alloc(n * 4 + 4), dd = gpu_alloc(n * 4);
+
+	KTAP_ASSERT(src && want && got && gotb);
+	for (int st = 0; st < 3; st++) {
+		size_t sz = st ? 2 : 4, bad32 = 0, bad16 = 0;
+
+		for (size_t i = 0; i < n * sz + 4; i++)
+			src[i] = (uint8_t)ktap_rand();
+		for (uint32_t off = 0; off < 4; off++) {
+			haccel__weights_to_f32(want, src + off, n, dtypes[st]);
+			KTAP_ASSERT_EQ(g->cu->MemcpyHtoDAsync(ds, src, n * sz + 4, g->stream), 0);
+			KTAP_ASSERT_EQ(haccel__cuda_convert(g, NULL, dd, 0, ds + off, st, n), 0);
+			gpu_down(got, dd, n * 4);
+			for (size_t i = 0; i < n; i++)
+				if (memcmp(&got[i], &want[i], 4) && !(isnan(got[i]) && isnan(want[i])) &&
+				    bad32++ < 3)
+					ktap_diag("type %d offset %u value %zu: got %a want %a", st, off, i,
+						  (double)got[i], (double)want[i]);
+			KTAP_ASSERT_EQ(haccel__cuda_convert(g, NULL, dd, 1, ds + off, st, n), 0);
+			gpu_down(gotb, dd, n * 2);
+			for (size_t i = 0; i < n; i++) {
+				uint16_t w = haccel__bf16_from_float(want[i]);
+				bool nan_ok = isnan(want[i]) && (gotb[i] & 0x7f80) == 0x7f80 &&
+					      (gotb[i] & 0x7f);
+
+				if (gotb[i] != w && !nan_ok && bad16++ < 3)
+					ktap_diag("type %d offset %u value %zu: bf16 0x%04x want 0x%04x",
+						  st, off, i, gotb[i], w);
+			}
+		}
+		ktap_diag("from type %d: %zu fp32 and %zu bf16 values off", st, bad32, bad16);
+		KTAP_EXPECT_EQ(bad32, 0);
+		KTAP_EXPECT_EQ(bad16, 0);
+	}
+	/* Nothing to convert: the destination keeps its bytes. */
+	KTAP_ASSERT_EQ(g->cu->MemsetD8Async(dd, 0x5a, n * 4, g->stream), 0);
+	KTAP_EXPECT_EQ(haccel__cuda_convert(g, NULL, dd, 0, ds, 0, 0), 0);
+	gpu_down(got, dd, n * 4);
+	size_t kept = 0;
+
+	for (size_t i = 0; i < n * 4; i++)
+		kept += ((uint8_t *)got)[i] == 0x5a;
+	KTAP_EXPECT_EQ(kept, n * 4);
+	KTAP_EXPECT_EQ(haccel__cuda_convert(g, NULL, dd, 2, ds, 0, n), -EINVAL);
+	KTAP_EXPECT_EQ(haccel__cuda_convert(g, NULL, dd, 0, ds, 3, n), -EINVAL);
+	KTAP_EXPECT_EQ(haccel__cuda_convert(g, NULL, dd, -1, ds, 0, n), -EINVAL);
+	free(src), free(want), free(got), free(gotb);
+	gpu_close();
+}
+
+/*
+ * The block-table scatter (haccel_scatter_u32, one block of 256 threads):
+ * dst[upd[1 + 2i]] = upd[2 + 2i] for i < upd[0], against the same on the
+ * CPU, with 0, 1, 255, 256, 257 and 3,000 updates at distinct random
+ * indices of a table of 50,000 entries; every other entry keeps its value.
+ */
+static void test_scatter_u32(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	static const uint32_t counts[] = { 0, 1, 255, 256, 257, 3000 };
+	const uint32_t nt = 50000;
+	uint32_t *table = malloc(nt * 4), *want = malloc(nt * 4), *got = malloc(nt * 4);
+	uint32_t *upd = malloc((1 + 2 * 3000) * 4);
+	uint8_t *used = calloc(nt, 1);
+	haccel__dptr dt = gpu_alloc(nt * 4), du = gpu_alloc((1 + 2 * 3000) * 4);
+
+	KTAP_ASSERT(table && want && got && upd && used);
+	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+		uint32_t n = counts[c];
+
+		for (uint32_t i = 0; i < nt; i++)
+			table[i] = (uint32_t)ktap_rand();
+		memcpy(want, table, nt * 4);
+		memset(used, 0, nt);
+		upd[0] = n;
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t at;
+
+			do
+				at = (uint32_t)ktap_rand_below(nt);
+			while (used[at]);
+			used[at] = 1;
+			upd[1 + 2 * i] = at;
+			upd[2 + 2 * i] = (uint32_t)ktap_rand();
+			want[at] = upd[2 + 2 * i];
+		}
+		KTAP_ASSERT_EQ(g->cu->MemcpyHtoDAsync(dt, table, nt * 4, g->stream), 0);
+		KTAP_ASSERT_EQ(g->cu->MemcpyHtoDAsync(du, upd, (1 + 2 * (size_t)n) * 4, g->stream), 0);
+		KTAP_ASSERT_EQ(haccel__cuda_scatter_u32(g, NULL, dt, du), 0);
+		gpu_down(got, dt, nt * 4);
+		size_t bad = 0;
+
+		for (uint32_t i = 0; i < nt; i++)
+			bad += got[i] != want[i];
+		if (bad)
+			ktap_diag("%u updates: %zu of %u entries differ", n, bad, nt);
+		KTAP_EXPECT_EQ(bad, 0);
+	}
+	free(table), free(want), free(got), free(upd), free(used);
 	gpu_close();
 }
 
@@ -1003,6 +1124,8 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(test_norms),
 	KTAP_CASE(test_embed_swiglu),
 	KTAP_CASE(test_bf16),
+	KTAP_CASE(test_convert),
+	KTAP_CASE(test_scatter_u32),
 	KTAP_CASE(test_attn_res_mix),
 	KTAP_CASE(test_argmax),
 };

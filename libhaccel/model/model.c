@@ -64,8 +64,9 @@ static float half_to_float(uint16_t h)
 	return f;
 }
 
-/* Convert a tensor's stored bytes to fp32. */
-static void to_f32(float *dst, const uint8_t *src, uint64_t n, uint32_t dtype)
+/* Convert a tensor's stored bytes to fp32 (the CPU form of the GPU's
+ * haccel_convert). */
+void haccel__weights_to_f32(float *dst, const uint8_t *src, uint64_t n, uint32_t dtype)
 {
 	for (uint64_t i = 0; i < n; i++) {
 		if (dtype == HACCEL_DTYPE_BF16) {
@@ -163,7 +164,7 @@ static int load_weights(struct haccel_model *m, const char *dir)
 
 		haccel_weights_find(w, spec[i].name, &idx);
 		haccel_weights_tensor(w, idx, &t);
-		to_f32(m->arena + off, raw + t.dest_offset, haccel__spec_elems(&spec[i]), t.dtype);
+		haccel__weights_to_f32(m->arena + off, raw + t.dest_offset, haccel__spec_elems(&spec[i]), t.dtype);
 		*spec[i].bind = m->arena + off;
 		off += haccel__spec_elems(&spec[i]);
 	}

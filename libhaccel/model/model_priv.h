@@ -85,6 +85,10 @@ void haccel__gmodel_close(struct haccel_model *m);
 /* Copy kv_seq's whole block-table row to the device mirror. */
 int haccel__gmodel_sync_row(struct haccel_model *m, uint32_t kv_seq);
 
+/* n stored values of dtype (HACCEL_DTYPE_F32, BF16 or F16, little-endian,
+ * any alignment) to fp32: f16 and bf16 widen exactly. */
+void haccel__weights_to_f32(float *dst, const uint8_t *src, uint64_t n, uint32_t dtype);
+
 /*
  * Benchmarks only: make seq n tokens longer without running the model
  * (KV pages taken and mapped, their bytes whatever the pool holds; state
