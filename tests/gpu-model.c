@@ -19,7 +19,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +28,7 @@
 #include "haccel.h"
 #include "model/cpu/ops.h"
 #include "model/model_config.h"
+#include "model-threads.h"
 #include "test-util.h"
 
 #define TOL_ABS 3e-2
@@ -436,148 +436,27 @@ static void test_graphs_vs_direct(void)
 
 /*
  * Two models of one context, each driven by its own thread, at once (graphs
- * on, so each thread captures while the other steps): every step's logits
- * within 1e-5 of the range (bits expected: the same kernels on the same
- * inputs) of the same steps run one model after the other on two more
- * models of the context, and all finite. The models share the context's
- * streams: without the GPU runtime's lock one thread's capture would take
- * in the other's work, or fail on its synchronization.
+ * on, so each thread captures while the other steps), against the same
+ * steps one model after the other (tests/model-threads.h). The models share
+ * the context's streams: without the GPU runtime's lock one thread's
+ * capture would take in the other's work, or fail on its synchronization.
  */
-#define THR_SEQS 3
-#define THR_STEPS 24
-#define THR_V 256
-
-struct thr_job {
-	struct haccel_model *m;
-	uint32_t salt;
-	float *out; /* [THR_STEPS][THR_SEQS][THR_V] */
-	pthread_barrier_t *go;
-	int ret;
-};
-
-/* Prefill three prompts, then decode: batches of 3 (the bucket of 4) and,
- * every fourth step, of sequence 0 alone (the bucket of 1). */
-static int thr_steps(struct haccel_model *m, uint32_t salt, float *out)
-{
-	uint32_t s[THR_SEQS], pos[THR_SEQS];
-	int32_t t[THR_SEQS][64];
-	struct haccel_step_item it[THR_SEQS];
-	int ret;
-
-	for (uint32_t q = 0; q < THR_SEQS; q++) {
-		ret = haccel_model_seq_create(m, &s[q]);
-		if (ret)
-			return ret;
-		for (uint32_t i = 0; i < 64; i++)
-			t[q][i] = tok_at(i, salt * 10 + q, THR_V);
-		pos[q] = 9 + 7 * q;
-		it[0] = (struct haccel_step_item){ s[q], pos[q], t[q], NULL };
-		ret = haccel_model_step(m, it, 1);
-		if (ret)
-			return ret;
-	}
-	for (uint32_t k = 0; k < THR_STEPS; k++) {
-		uint32_t n = k % 4 == 3 ? 1 : THR_SEQS;
-
-		for (uint32_t q = 0; q < n; q++)
-			it[q] = (struct haccel_step_item){ s[q], 1, &t[q][pos[q]],
-							   out + ((size_t)k * THR_SEQS + q) * THR_V };
-		ret = haccel_model_step(m, it, n);
-		if (ret)
-			return ret;
-		for (uint32_t q = 0; q < n; q++)
-			pos[q]++;
-	}
-	for (uint32_t q = 0; q < THR_SEQS; q++) {
-		ret = haccel_model_seq_free(m, s[q]);
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
-static void *thr_worker(void *arg)
-{
-	struct thr_job *j = arg;
-
-	pthread_barrier_wait(j->go);
-	j->ret = thr_steps(j->m, j->salt, j->out);
-	return NULL;
-}
-
 static void test_threads(void)
 {
-	const size_t per = (size_t)THR_STEPS * THR_SEQS * THR_V;
 	struct haccel_model *ref[2], *m[2];
-	struct thr_job job[2];
-	pthread_barrier_t go;
-	pthread_t th[2];
-	float *want[2], *got[2];
-	char err[1024];
 
 	gpu_open();
 	char *d = tmpdir();
 
 	KTAP_ASSERT_EQ(haccel_model_init(gpu_ctx, "tiny", d, 3, 0), 0);
 	for (int i = 0; i < 2; i++) {
-		ref[i] = open_dev(gpu_ctx, d, HACCEL_DEVICE_CUDA, 0, 4, 64, 64);
-		m[i] = open_dev(gpu_ctx, d, HACCEL_DEVICE_CUDA, 0, 4, 64, 64);
-		want[i] = calloc(per, 4);
-		got[i] = calloc(per, 4);
-		KTAP_ASSERT(want[i] && got[i]);
+		ref[i] = open_dev(gpu_ctx, d, HACCEL_DEVICE_CUDA, 0, MT_SEQS + 1, 64, 64);
+		m[i] = open_dev(gpu_ctx, d, HACCEL_DEVICE_CUDA, 0, MT_SEQS + 1, 64, 64);
 	}
-	/* One after the other, in this thread. */
-	for (int i = 0; i < 2; i++)
-		KTAP_ASSERT_EQ(thr_steps(ref[i], (uint32_t)i + 1, want[i]), 0);
-	/* At once, a thread a model. */
-	KTAP_ASSERT_EQ(pthread_barrier_init(&go, NULL, 2), 0);
-	for (int i = 0; i < 2; i++) {
-		job[i] = (struct thr_job){ .m = m[i], .salt = (uint32_t)i + 1, .out = got[i], .go = &go };
-		KTAP_ASSERT_EQ(pthread_create(&th[i], NULL, thr_worker, &job[i]), 0);
-	}
-	for (int i = 0; i < 2; i++)
-		pthread_join(th[i], NULL);
-	pthread_barrier_destroy(&go);
-	for (int i = 0; i < 2; i++) {
-		if (job[i].ret) {
-			haccel_last_error(gpu_ctx, err, sizeof(err));
-			ktap_diag("thread %d: %d (%s)", i, job[i].ret, err);
-		}
-		KTAP_EXPECT_EQ(job[i].ret, 0);
-	}
-	double worst = 0;
-	uint32_t nonfinite = 0, rows = 0;
-	size_t same = 0;
-
-	for (int i = 0; i < 2; i++)
-		for (size_t r = 0; r < (size_t)THR_STEPS * THR_SEQS; r++) {
-			const float *g = got[i] + r * THR_V, *w = want[i] + r * THR_V;
-			double scale = 0, e = 0;
-
-			for (uint32_t v = 0; v < THR_V; v++) {
-				if (!isfinite(g[v]) || !isfinite(w[v])) {
-					nonfinite++;
-					continue;
-				}
-				scale = fmax(scale, fabs(w[v]));
-				e = fmax(e, fabs((double)g[v] - w[v]));
-			}
-			if (scale > 0)
-				rows++;
-			same += !memcmp(g, w, THR_V * 4);
-			worst = fmax(worst, e / (scale > 0 ? scale : 1));
-		}
-	ktap_diag("two threads: %u rows with logits, %zu of %zu identical, worst max|diff|/max|logit| %.3g (tol 1e-5), %u non-finite",
-		  rows, same, (size_t)2 * THR_STEPS * THR_SEQS, worst, nonfinite);
-	/* 18 steps of 3 rows and 6 of 1, for each thread. */
-	KTAP_EXPECT_EQ(rows, 2 * (18 * 3 + 6));
-	KTAP_EXPECT_EQ(nonfinite, 0);
-	KTAP_EXPECT(worst <= 1e-5);
+	mt_check(gpu_ctx, ref, m);
 	for (int i = 0; i < 2; i++) {
 		haccel_model_close(ref[i]);
 		haccel_model_close(m[i]);
-		free(want[i]);
-		free(got[i]);
 	}
 	test_rmtree(d);
 	free(d);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* The model end to end on the CPU: presets and configs, weight checks, agreement with a naive second implementation, batch and chunk invariance, determinism and a golden output. */
+/* The model end to end on the CPU: presets and configs, weight checks, agreement with a naive second implementation, batch and chunk invariance, determinism, a golden output, two models stepped from two threads at once. */
 #include "config.h"
 
 #include <errno.h>
@@ -15,6 +15,7 @@
 #include "haccel.h"
 #include "ktap.h"
 #include "model-naive.h"
+#include "model-threads.h"
 #include "model/cpu/ops.h"
 #include "model/model_config.h"
 #include "test-util.h"
@@ -947,6 +948,29 @@ static void t_golden(void)
 	haccel_close(ctx);
 }
 
+/* Two models of one context from two threads at once: the same logits as
+ * the same steps one model after the other (tests/model-threads.h). */
+static void t_two_threads(void)
+{
+	struct haccel_ctx *ctx = quiet_ctx();
+	struct haccel_model *ref[2], *m[2];
+	char *d = tmpdir();
+
+	KTAP_ASSERT_EQ(haccel_model_init(ctx, "tiny", d, 3, 0), 0);
+	for (int i = 0; i < 2; i++) {
+		ref[i] = open_model(ctx, d, MT_SEQS, 64, 64);
+		m[i] = open_model(ctx, d, MT_SEQS, 64, 64);
+	}
+	mt_check(ctx, ref, m);
+	for (int i = 0; i < 2; i++) {
+		haccel_model_close(ref[i]);
+		haccel_model_close(m[i]);
+	}
+	test_rmtree(d);
+	free(d);
+	haccel_close(ctx);
+}
+
 static const struct ktap_case cases[] = {
 	KTAP_CASE(t_presets_and_init),
 	KTAP_CASE(t_config_rejected),
@@ -962,6 +986,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_step_errors_change_nothing),
 	KTAP_CASE(t_sampler_as_documented),
 	KTAP_CASE(t_golden),
+	KTAP_CASE_TIMEOUT(t_two_threads, 120),
 };
 
 int main(int argc, char **argv)
