@@ -879,6 +879,35 @@ static void t_sampler_as_documented(void)
 		  differ, distinct);
 	/* Not a constant: the draws did exercise the nucleus. */
 	KTAP_EXPECT(distinct > 20);
+
+	/* Logits a model should never give: NaN or +inf anywhere, or every
+	 * one -inf, are refused (greedy too), the state untouched; -inf
+	 * logits are masks, never drawn. */
+	uint64_t st = 12345;
+	int32_t tok = -1;
+
+	for (uint32_t v = 0; v < V; v++)
+		logits[v] = (float)v / 100.0f;
+	logits[7] = NAN;
+	for (int k = 0; k < 2; k++) {
+		KTAP_EXPECT_EQ(haccel_model_sample(m, logits, k ? 0.0f : 0.8f, 0.9f, &st, &tok), -EINVAL);
+		KTAP_EXPECT(st == 12345 && tok == -1);
+	}
+	logits[7] = INFINITY;
+	KTAP_EXPECT_EQ(haccel_model_sample(m, logits, 0.8f, 0.9f, &st, &tok), -EINVAL);
+	for (uint32_t v = 0; v < V; v++)
+		logits[v] = -INFINITY;
+	KTAP_EXPECT_EQ(haccel_model_sample(m, logits, 0.0f, 1.0f, &st, &tok), -EINVAL);
+	KTAP_EXPECT_EQ(haccel_model_sample(m, logits, 1.0f, 1.0f, &st, &tok), -EINVAL);
+	KTAP_EXPECT(st == 12345 && tok == -1);
+	logits[200] = 0.0f, logits[3] = 0.5f;
+	uint32_t masked = 0;
+
+	for (int k = 0; k < 200; k++) {
+		KTAP_ASSERT_EQ(haccel_model_sample(m, logits, 2.0f, 1.0f, &st, &tok), 0);
+		masked += tok != 200 && tok != 3;
+	}
+	KTAP_EXPECT_EQ(masked, 0);
 	haccel_model_close(m);
 	test_rmtree(d);
 	free(d);

@@ -464,7 +464,16 @@ int main(int argc, char **argv)
 				q->stop = "max_new";
 				continue;
 			}
-			haccel_model_sample(m, q->logits, (float)o.temperature, (float)o.top_p, &q->rng, &tok);
+			ret = haccel_model_sample(m, q->logits, (float)o.temperature, (float)o.top_p,
+						  &q->rng, &tok);
+			if (ret) {
+				/* NaN or +inf logits, or all -inf: the model's
+				 * output is broken, not something to print. */
+				haccel_last_error(ctx, err, sizeof(err));
+				tool_err("prompt %u: %s", i, err[0] ? err : haccel_strerror(ret));
+				ret = EXIT_FAIL;
+				goto out;
+			}
 			q->out[q->n_out++] = tok;
 			if (ttft < 0)
 				ttft = now() - t_start;

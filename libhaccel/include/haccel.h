@@ -1230,7 +1230,10 @@ HACCEL_API int haccel_model_step(struct haccel_model *m,
  * Pick the next token from logits: greedy when temperature is 0 (ties to
  * the smaller id), else softmax(logits / temperature) cut to the smallest
  * set of most likely tokens whose mass reaches top_p, drawn with the
- * xorshift generator in *rng (advanced). Returns 0 or -EINVAL.
+ * xorshift generator in *rng (advanced). Allocates nothing. Returns 0, or
+ * -EINVAL (a bad argument; a NaN or +inf logit, or every logit -inf: the
+ * model's output is broken, said in haccel_last_error(); *rng and *token
+ * untouched). -inf logits are masks: never drawn.
  */
 HACCEL_API int haccel_model_sample(struct haccel_model *m, const float *logits,
 				   float temperature, float top_p, uint64_t *rng,

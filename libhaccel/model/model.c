@@ -895,14 +895,31 @@ static uint64_t xorshift(uint64_t *s)
 	return x * 0x2545f4914f6cdd1dull;
 }
 
-static int by_prob(const void *a, const void *b, void *arg)
+/* Whether id i comes before id j in the nucleus order: higher p first,
+ * equal p by the smaller id (a total order: no p is NaN). */
+static inline bool before(const float *p, uint32_t i, uint32_t j)
 {
-	const float *p = arg;
-	uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+	return p[i] > p[j] || (p[i] == p[j] && i < j);
+}
 
-	if (p[i] != p[j])
-		return p[i] > p[j] ? -1 : 1;
-	return (i > j) - (i < j);
+/* Sift h[k] down the heap h[0..n) whose root comes first. */
+static void sift(const float *p, uint32_t *h, uint32_t n, uint32_t k)
+{
+	for (;;) {
+		uint32_t c = 2 * k + 1;
+
+		if (c >= n)
+			return;
+		if (c + 1 < n && before(p, h[c + 1], h[c]))
+			c++;
+		if (!before(p, h[c], h[k]))
+			return;
+		uint32_t t = h[k];
+
+		h[k] = h[c];
+		h[c] = t;
+		k = c;
+	}
 }
 
 int haccel_model_sample(struct haccel_model *m, const float *logits, float temperature,
@@ -913,30 +930,50 @@ int haccel_model_sample(struct haccel_model *m, const float *logits, float tempe
 	if (!m || !logits || !rng || !token || !(temperature >= 0) || !(top_p > 0 && top_p <= 1))
 		return -EINVAL;
 	V = m->c.vocab_size;
+	for (uint32_t i = 0; i < V; i++)
+		if (isnan(logits[i]) || logits[i] == INFINITY)
+			return haccel__fail(m->ctx, -EINVAL, "sample: logit %u is %s", i,
+					    isnan(logits[i]) ? "NaN" : "+inf");
 	for (uint32_t i = 1; i < V; i++)
 		if (logits[i] > logits[best])
 			best = i;
+	if (logits[best] == -INFINITY)
+		return haccel__fail(m->ctx, -EINVAL, "sample: every logit is -inf");
 	if (temperature == 0) {
 		*token = (int32_t)best;
 		return 0;
 	}
 	float *p = m->ws.probs;
+	uint32_t *h = m->ws.order;
 	double sum = 0, cut = 0, u;
-	uint32_t n = 0;
+	uint32_t n = 0, left = V;
 
 	for (uint32_t i = 0; i < V; i++) {
 		p[i] = expf((logits[i] - logits[best]) / temperature);
 		sum += p[i];
-		m->ws.order[i] = i;
+		h[i] = i;
 	}
-	qsort_r(m->ws.order, V, sizeof(uint32_t), by_prob, p);
-	while (n < V && cut < top_p * sum)
-		cut += p[m->ws.order[n++]];
+	/* The nucleus in order without sorting the vocabulary (nor the
+	 * allocation a library sort may make): a heap of every id, popped
+	 * until the mass reaches top-p; the k-th popped id lands at h[V-1-k]. */
+	for (uint32_t k = V / 2; k-- > 0;)
+		sift(p, h, V, k);
+	while (n < V && cut < top_p * sum) {
+		uint32_t t = h[0];
+
+		h[0] = h[--left];
+		h[left] = t;
+		sift(p, h, left, 0);
+		cut += p[t];
+		n++;
+	}
 	u = (double)(xorshift(rng) >> 11) * (1.0 / 9007199254740992.0) * cut;
 	for (uint32_t i = 0; i < n; i++) {
-		u -= p[m->ws.order[i]];
+		uint32_t id = h[V - 1 - i];
+
+		u -= p[id];
 		if (u < 0 || i == n - 1) {
-			*token = (int32_t)m->ws.order[i];
+			*token = (int32_t)id;
 			return 0;
 		}
 	}
