@@ -18,6 +18,7 @@
 #include "model-threads.h"
 #include "model/cpu/ops.h"
 #include "model/model_config.h"
+#include "model/model_priv.h"
 #include "test-util.h"
 
 static void no_log(void *user, int level, const char *msg)
@@ -775,6 +776,16 @@ static void t_step_errors_change_nothing(void)
 	KTAP_EXPECT_EQ(haccel_model_seq_free(m, a), -ENOENT);
 	KTAP_EXPECT_EQ(haccel_model_step(m, it, 1), -ENOENT);
 	KTAP_EXPECT_EQ(haccel_model_seq_create(m, &n), 0);
+	/* The duplicate check's stamp wrapping around 2^32 steps: a new
+	 * sequence (stamp 0) is not taken for one named twice. */
+	m->stamp = UINT32_MAX;
+	it[0] = (struct haccel_step_item){ n, 1, toks, NULL };
+	KTAP_EXPECT_EQ(haccel_model_step(m, it, 1), 0);
+	KTAP_EXPECT_EQ(m->stamp, 1);
+	it[1] = (struct haccel_step_item){ b, 1, toks, NULL };
+	KTAP_EXPECT_EQ(haccel_model_step(m, it, 2), 0);
+	it[1].seq = n;
+	KTAP_EXPECT_EQ(haccel_model_step(m, it, 2), -EINVAL);
 	haccel_model_close(m);
 	test_rmtree(d);
 	free(d);
@@ -834,6 +845,68 @@ static int32_t doc_sample(const float *logits, uint32_t V, float T, float top_p,
 			return (int32_t)order[i];
 	}
 	return -1;
+}
+
+/*
+ * A batch the KV pool cannot hold fails before any page is taken: the
+ * pool's counters, its cached prefixes and the sequences are as before
+ * (an append that ran and was then truncated would have evicted a cached
+ * prompt and cached pages whose KV was never computed).
+ */
+static void t_step_no_room_changes_nothing(void)
+{
+	struct haccel_ctx *ctx = quiet_ctx();
+	struct haccel_model_params p;
+	struct haccel_model_info mi;
+	struct haccel_kv_stats s0, s1;
+	struct haccel_model *m;
+	char *d = tmpdir(), err[1024];
+	int32_t a[128], b[128], c[128];
+	uint32_t sa, sb, sc, n, ks, reused;
+
+	for (int i = 0; i < 128; i++)
+		a[i] = i, b[i] = 200 - i % 50, c[i] = (i * 7) % 256;
+	KTAP_ASSERT_EQ(haccel_model_init(ctx, "tiny", d, 1, 0), 0);
+	haccel_model_params_init(&p);
+	p.max_seqs = 3;
+	p.kv_pages = 3;
+	p.max_step_tokens = 512;
+	KTAP_ASSERT_EQ(haccel_model_open(ctx, d, &p, &m), 0);
+	KTAP_ASSERT_EQ(haccel_model_info(m, &mi), 0);
+	KTAP_ASSERT(mi.kv != NULL);
+	/* C's two full pages, cached and evictable once C is freed. */
+	KTAP_ASSERT_EQ(haccel_model_seq_create(m, &sc), 0);
+	struct haccel_step_item it[2] = { { sc, 128, c, NULL } };
+	KTAP_ASSERT_EQ(haccel_model_step(m, it, 1), 0);
+	KTAP_ASSERT_EQ(haccel_model_seq_free(m, sc), 0);
+	KTAP_ASSERT_EQ(haccel_model_seq_create(m, &sa), 0);
+	KTAP_ASSERT_EQ(haccel_model_seq_create(m, &sb), 0);
+	KTAP_ASSERT_EQ(haccel_kv_pool_stats(mi.kv, &s0), 0);
+	it[0] = (struct haccel_step_item){ sa, 128, a, NULL };
+	it[1] = (struct haccel_step_item){ sb, 128, b, NULL };
+	KTAP_EXPECT_EQ(haccel_model_step(m, it, 2), -ENOMEM);
+	haccel_last_error(ctx, err, sizeof(err));
+	ktap_diag("%s", err);
+	KTAP_EXPECT(strstr(err, "no room in the KV pool") != NULL);
+	KTAP_ASSERT_EQ(haccel_kv_pool_stats(mi.kv, &s1), 0);
+	KTAP_EXPECT(!memcmp(&s0, &s1, sizeof(s0)));
+	KTAP_ASSERT_EQ(haccel_model_seq_length(m, sa, &n), 0);
+	KTAP_EXPECT_EQ(n, 0);
+	KTAP_ASSERT_EQ(haccel_model_seq_length(m, sb, &n), 0);
+	KTAP_EXPECT_EQ(n, 0);
+	/* C's prompt is still cached whole; A's, never run, is not. */
+	KTAP_ASSERT_EQ(haccel_kv_seq_create(mi.kv, c, 128, &ks, &reused), 0);
+	KTAP_EXPECT_EQ(reused, 128);
+	KTAP_EXPECT_EQ(haccel_kv_seq_free(mi.kv, ks), 0);
+	KTAP_ASSERT_EQ(haccel_kv_seq_create(mi.kv, a, 128, &ks, &reused), 0);
+	KTAP_EXPECT_EQ(reused, 0);
+	KTAP_EXPECT_EQ(haccel_kv_seq_free(mi.kv, ks), 0);
+	/* One of them alone fits. */
+	KTAP_EXPECT_EQ(haccel_model_step(m, it, 1), 0);
+	haccel_model_close(m);
+	test_rmtree(d);
+	free(d);
+	haccel_close(ctx);
 }
 
 static void t_sampler_as_documented(void)
@@ -1013,6 +1086,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE_TIMEOUT(t_naive_tied, 120),
 	KTAP_CASE_TIMEOUT(t_chunks_and_batches_agree, 120),
 	KTAP_CASE(t_step_errors_change_nothing),
+	KTAP_CASE(t_step_no_room_changes_nothing),
 	KTAP_CASE(t_sampler_as_documented),
 	KTAP_CASE(t_golden),
 	KTAP_CASE_TIMEOUT(t_two_threads, 120),

@@ -204,8 +204,15 @@ static int setup_pools(struct haccel_model *m)
 		kc.streams[1].bytes_per_token = HACCEL__INDEX_K_BYTES;
 		kc.max_seqs = m->p.max_seqs;
 		kc.max_seq_tokens = m->p.max_seq_tokens;
-		kc.n_pages = m->p.kv_pages ? m->p.kv_pages :
-			     m->p.max_seqs * ((m->p.max_seq_tokens + kc.page_tokens - 1) / kc.page_tokens);
+		uint64_t pages = m->p.kv_pages ? m->p.kv_pages :
+				 (uint64_t)m->p.max_seqs *
+					 ((m->p.max_seq_tokens + kc.page_tokens - 1) / kc.page_tokens);
+
+		if (pages >= UINT32_MAX)
+			return haccel__fail(m->ctx, -EOVERFLOW,
+					    "model: %u sequences of %u tokens need %llu KV pages, more than a pool holds (2^32 - 1); set kv_pages or lower max_seqs or max_seq_tokens",
+					    m->p.max_seqs, m->p.max_seq_tokens, (unsigned long long)pages);
+		kc.n_pages = (uint32_t)pages;
 		if (m->p.device == HACCEL_DEVICE_CUDA)
 			kc.mem = HACCEL_MEM_CUDA;
 		ret = haccel_kv_pool_create(m->ctx, &kc, &m->kv);
@@ -717,7 +724,13 @@ static int check_items(struct haccel_model *m, const struct haccel_step_item *it
 {
 	uint64_t T = 0;
 
-	m->stamp++;
+	/* A fresh stamp marks the batch's sequences; when it wraps, every old
+	 * mark goes, so none can match by chance. */
+	if (++m->stamp == 0) {
+		for (uint32_t s = 0; s < m->p.max_seqs; s++)
+			m->seqs[s].stamp = 0;
+		m->stamp = 1;
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		const struct haccel_step_item *it = &items[i];
 		int ret = seq_get(m, it->seq);
@@ -753,6 +766,32 @@ static int place_tokens(struct haccel_model *m, const struct haccel_step_item *i
 	struct workspace *ws = &m->ws;
 	uint32_t row = 0;
 
+	/* Several items: their pages counted first, so that a batch the pool
+	 * cannot hold fails before any append (an append may evict cached
+	 * prefixes and caches the pages it fills, which no truncate undoes).
+	 * The count may be high (two sequences sharing a partial page each
+	 * count its copy), never low, so the appends below cannot fail. */
+	if (m->kv && n > 1) {
+		struct haccel_kv_stats st;
+		uint64_t need = 0;
+
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t pg;
+			int ret = haccel_kv_seq_pages_needed(m->kv, m->seqs[items[i].seq].kv_seq,
+							     items[i].n_tokens, &pg);
+
+			if (ret)
+				return haccel__fail(m->ctx, ret, "step: item %u: %s", i,
+						    haccel_strerror(ret));
+			need += pg;
+		}
+		haccel_kv_pool_stats(m->kv, &st);
+		if (need > st.pages_free + st.pages_evictable)
+			return haccel__fail(m->ctx, -ENOMEM,
+					    "step: no room in the KV pool: the %u items need %llu new pages, %llu are free or evictable",
+					    n, (unsigned long long)need,
+					    (unsigned long long)(st.pages_free + st.pages_evictable));
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		const struct haccel_step_item *it = &items[i];
 		struct mseq *s = &m->seqs[it->seq];
