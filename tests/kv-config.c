@@ -137,6 +137,12 @@ static void t_bad_configs_refused(void)
 	BAD(c.n_pages = UINT32_MAX, -EOVERFLOW);
 	BAD(c.size = 8, -EINVAL);
 	BAD((c.n_layers = 4096, c.streams[0].bytes_per_token = UINT32_MAX, c.n_pages = UINT32_MAX - 1), -EOVERFLOW);
+	/* One stream's page must fit haccel_kv_region.page_bytes (32 bits),
+	 * however few pages: 4096 x (2^20 + 1) bytes wrapped to 4096. */
+	BAD((c.page_tokens = 4096, c.streams[0].bytes_per_token = (1u << 20) + 1, c.n_pages = 1),
+	    -EOVERFLOW);
+	BAD((c.page_tokens = 4096, c.streams[1].bytes_per_token = 1u << 20, c.n_pages = 1),
+	    -EOVERFLOW);
 #undef BAD
 	KTAP_EXPECT_EQ(haccel_kv_pool_create(NULL, &good, &(struct haccel_kv_pool *){ 0 }), -EINVAL);
 	KTAP_EXPECT_EQ(haccel_kv_pool_create(ctx, NULL, &(struct haccel_kv_pool *){ 0 }), -EINVAL);

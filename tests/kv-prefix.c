@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* KV prefix cache: longest verified prefix reused, LRU eviction only when needed, collisions harmless, admission exact. */
+/* KV prefix cache: longest verified prefix reused, LRU eviction only when needed, collisions harmless, admission exact, preemption through swap never corrupts it. */
 #include "config.h"
 
 #include <stdint.h>
@@ -272,6 +272,110 @@ static void t_cached_page_never_rewritten(void)
 	haccel_close(ctx);
 }
 
+/* Token i's KV in every stream: bytes of value tag + i. */
+static void put_kv(struct haccel_kv_pool *pool, const int64_t *slots, uint32_t n, uint8_t tag)
+{
+	for (uint32_t s = 0; s < 2; s++) {
+		struct haccel_kv_region r;
+
+		KTAP_ASSERT_EQ(haccel_kv_pool_region(pool, 0, s, &r), 0);
+		for (uint32_t i = 0; i < n; i++)
+			memset((char *)r.base + slots[i] * r.bytes_per_token, tag + i,
+			       r.bytes_per_token);
+	}
+}
+
+static int kv_is(struct haccel_kv_pool *pool, uint32_t seq, uint32_t n, uint8_t tag)
+{
+	uint32_t np;
+	const uint32_t *t = table(pool, seq, &np);
+
+	for (uint32_t s = 0; s < 2; s++) {
+		struct haccel_kv_region r;
+
+		KTAP_ASSERT_EQ(haccel_kv_pool_region(pool, 0, s, &r), 0);
+		for (uint32_t i = 0; i < n; i++) {
+			const uint8_t *b = (const uint8_t *)r.base +
+					   ((int64_t)t[i / P] * P + i % P) * r.bytes_per_token;
+
+			for (uint32_t k = 0; k < r.bytes_per_token; k++)
+				if (b[k] != (uint8_t)(tag + i))
+					return 0;
+		}
+	}
+	return 1;
+}
+
+/*
+ * docs/pools.md's preemption: A's pages swapped out, A freed, its cached
+ * pages evicted by others; A resumed from its tokens reattaches what is
+ * still cached (shared with B: swap-in refuses it) and gets the swapped
+ * bytes back in its new pages, which leave the prefix cache as they are
+ * written.
+ */
+static void t_preempt_and_resume(void)
+{
+	struct haccel_ctx *ctx = test_ctx();
+	struct haccel_kv_pool *pool = small_kv(ctx, P, 6, 1, 4, 64);
+	struct haccel_kv_pool_info info;
+	int32_t a[10], b[8], c[16];
+	int64_t slots[16];
+	uint32_t sa, sb, sc, sd, r, n;
+	const uint32_t *t;
+	uint8_t *host;
+
+	for (int i = 0; i < 10; i++)
+		a[i] = 1 + i;
+	for (int i = 0; i < 8; i++)
+		b[i] = i < 4 ? a[i] : 50 + i;
+	for (int i = 0; i < 16; i++)
+		c[i] = 100 + i;
+	KTAP_ASSERT_EQ(haccel_kv_pool_info(pool, &info), 0);
+	host = malloc(3 * info.page_bytes);
+	KTAP_ASSERT(host != NULL);
+
+	KTAP_ASSERT_EQ(haccel_kv_seq_create(pool, NULL, 0, &sa, NULL), 0);
+	KTAP_ASSERT_EQ(haccel_kv_seq_append(pool, sa, a, 10, slots), 0);
+	put_kv(pool, slots, 10, 0x10);
+	sb = seq_with(pool, b, 8, &r);
+	KTAP_EXPECT_EQ(r, 4); /* B shares A's first page */
+
+	/* Preempt A: every page out (shared and cached ones too), then free. */
+	t = table(pool, sa, &n);
+	KTAP_ASSERT_EQ(n, 3);
+	KTAP_ASSERT_EQ(haccel_kv_pages_swap_out(pool, t, 3, host, 3 * info.page_bytes), 0);
+	KTAP_ASSERT_EQ(haccel_kv_seq_free(pool, sa), 0);
+	/* C takes 4 pages: A's second page, only cached, is evicted. */
+	sc = seq_with(pool, c, 16, NULL);
+	KTAP_EXPECT_EQ(stats(pool).evictions, 1);
+	KTAP_ASSERT_EQ(haccel_kv_seq_free(pool, sc), 0);
+
+	/* Resume A: page 0 is reattached, the rest appended, then swapped in. */
+	KTAP_ASSERT_EQ(haccel_kv_seq_create(pool, a, 10, &sa, &r), 0);
+	KTAP_EXPECT_EQ(r, 4);
+	KTAP_ASSERT_EQ(haccel_kv_seq_append(pool, sa, a + r, 10 - r, NULL), 0);
+	t = table(pool, sa, &n);
+	KTAP_ASSERT_EQ(n, 3);
+	/* Cached: A's page 0, B's page 1, 2 of C's 4 (2 evicted for A), A's page 1. */
+	KTAP_EXPECT_EQ(stats(pool).pages_cached, 5);
+	KTAP_EXPECT_EQ(haccel_kv_pages_swap_in(pool, t, 1, host, info.page_bytes), -EBUSY);
+	KTAP_EXPECT_EQ(haccel_kv_pages_swap_in(pool, t, 3, host, 3 * info.page_bytes), -EBUSY);
+	KTAP_EXPECT(!kv_is(pool, sa, 10, 0x10)); /* pages 1 and 2 not written */
+	KTAP_ASSERT_EQ(haccel_kv_pages_swap_in(pool, t + 1, 2, host + info.page_bytes,
+					       2 * info.page_bytes), 0);
+	KTAP_EXPECT(kv_is(pool, sa, 10, 0x10));
+	KTAP_EXPECT(kv_is(pool, sb, 4, 0x10));
+	/* A's restored full page left the cache: only page 0 is served. */
+	KTAP_EXPECT_EQ(stats(pool).pages_cached, 4);
+	KTAP_ASSERT_EQ(haccel_kv_seq_create(pool, a, 8, &sd, &r), 0);
+	KTAP_EXPECT_EQ(r, 4);
+	KTAP_EXPECT(kv_is(pool, sd, 4, 0x10));
+	KV_CHECK(pool);
+	haccel_kv_pool_destroy(pool);
+	free(host);
+	haccel_close(ctx);
+}
+
 static void t_admission_counts_hits(void)
 {
 	struct haccel_ctx *ctx = test_ctx();
@@ -358,6 +462,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_collisions_never_serve_wrong_kv),
 	KTAP_CASE(t_twins_and_children),
 	KTAP_CASE(t_cached_page_never_rewritten),
+	KTAP_CASE(t_preempt_and_resume),
 	KTAP_CASE(t_admission_counts_hits),
 	KTAP_CASE(t_reset_and_disabled),
 };

@@ -17,6 +17,10 @@
  *   - appending into a shared partial page copies it first; into a cached
  *     partial page held alone, takes it out of the cache first;
  *   - prefix_cache_reset frees the evictable pages in page id order;
+ *   - swap-out reads any page in range; swap-in writes only pages held
+ *     alone (a free or evictable page is -EINVAL, a shared one -EBUSY,
+ *     checked page by page before anything is copied) and takes a cached
+ *     one out of the cache first;
  *   - sequence ids come from a LIFO free list (0 first).
  * Page ids are therefore predicted exactly. After EVERY operation the test
  * compares every counter of haccel_kv_pool_stats, every block table (ids,
@@ -25,6 +29,11 @@
  * every sequence (a token's KV is a function of its whole prefix, as real KV
  * is). Every call's return value, reuse count, slots, pages needed and
  * admission answer is compared when it is made.
+ *
+ * Swaps copy a sequence's pages (and raw ones) out and back in, as a
+ * preemption does, with a bad page slipped in now and then: the host copy
+ * is then scrambled, so a refused swap-in that wrote anything shows in the
+ * KV bytes.
  *
  * Cases: full keys, keys narrowed to 2 bits (nearly every lookup collides;
  * the model does not hash, so it must not notice), prefix caching off.
@@ -83,6 +92,7 @@ struct model {
 	struct haccel_kv_stats st;               /* the cumulative counters */
 	/* What the run exercised. */
 	uint64_t twins, uncached_writes, nomem, e2big, enospc, einval, resets;
+	uint64_t swaps_in, swap_unowned, swap_busy, swap_uncached;
 };
 
 static struct model M;
@@ -92,6 +102,8 @@ static int32_t history[N_HISTORY][MAX_TOK];
 static uint32_t history_n[N_HISTORY];
 static uint64_t step_no;
 static char op_desc[192];
+static uint8_t *host;        /* swap buffer: MAX_PAGES + 1 pages */
+static uint64_t page_bytes;
 
 /* Any disagreement ends the case: the model no longer describes the pool. */
 #define MEQ(got, want)                                                        \
@@ -499,6 +511,37 @@ static int m_reset(void)
 		}
 	}
 	return n;
+}
+
+/* Swap-out: every id in range. Swap-in: every page held alone too, first
+ * failure wins; then cached pages leave the cache. */
+static int m_swap_check(const uint32_t *pages, uint32_t n, int in)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		if (pages[i] >= M.n_pages)
+			return -EINVAL;
+		if (!in)
+			continue;
+		if (M.pg[pages[i]].state != M_USED)
+			return -EINVAL;
+		if (M.pg[pages[i]].ref > 1)
+			return -EBUSY;
+	}
+	return 0;
+}
+
+static int m_swap_in(const uint32_t *pages, uint32_t n)
+{
+	int ret = m_swap_check(pages, n, 1);
+
+	if (ret)
+		return ret;
+	for (uint32_t i = 0; i < n; i++)
+		if (M.pg[pages[i]].cached) {
+			M.pg[pages[i]].cached = 0;
+			M.swap_uncached++;
+		}
+	return 0;
 }
 
 static void m_stats(struct haccel_kv_stats *st)
@@ -1009,6 +1052,78 @@ static void op_bad_seq(void)
 	MEQ(haccel_kv_seq_prefix_key(pool, sid, 0, &key), want);
 }
 
+/* Preempt and resume in place: a sequence's pages (or raw ones) out, then
+ * back in; sometimes with a page swap-in must refuse. */
+static void op_swap(void)
+{
+	uint32_t list[MAX_PAGES + 1], n = 0, bad_at;
+	int s = pick_live(), rp, rm;
+	const char *bad = "";
+
+	if (s >= 0 && ktap_rand_below(4))
+		for (uint32_t i = 0; i < M.seq[s].n_pages; i++)
+			list[n++] = M.seq[s].page[i];
+	for (uint32_t i = 0; i < n_held && n < MAX_PAGES; i++)
+		if (ktap_rand_below(2))
+			list[n++] = held[i];
+	bad_at = (uint32_t)ktap_rand_below(n + 1);
+	switch (ktap_rand_below(6)) {
+	case 0:
+		list[n] = M.n_pages + (uint32_t)ktap_rand_below(3);
+		bad = " (one out of range)";
+		break;
+	case 1:
+		if (!M.n_free)
+			goto good;
+		list[n] = M.free_stack[ktap_rand_below(M.n_free)];
+		bad = " (one free)";
+		break;
+	case 2:
+		if (!M.n_lru)
+			goto good;
+		list[n] = M.lru[ktap_rand_below(M.n_lru)];
+		bad = " (one evictable)";
+		break;
+	case 3: {
+		uint32_t id = (uint32_t)ktap_rand_below(M.n_pages), k = 0;
+
+		while (k < M.n_pages && M.pg[(id + k) % M.n_pages].ref < 2)
+			k++;
+		if (k == M.n_pages)
+			goto good;
+		list[n] = (id + k) % M.n_pages;
+		bad = " (one shared)";
+		break;
+	}
+	default:
+		goto good;
+	}
+	/* Anywhere in the list: pages before it must not be written either. */
+	{
+		uint32_t x = list[bad_at];
+
+		list[bad_at] = list[n];
+		list[n++] = x;
+	}
+good:
+	snprintf(op_desc, sizeof(op_desc), "swap out and in %u pages%s", n, bad);
+	rm = m_swap_check(list, n, 0);
+	MEQ(haccel_kv_pages_swap_out(pool, list, n, host, n * page_bytes), rm);
+	M.einval += rm == -EINVAL;
+	if (rm)
+		return;
+	rm = m_swap_check(list, n, 1);
+	if (rm) /* nothing may be copied: scrambled bytes would show */
+		for (uint64_t i = 0; i < n * page_bytes; i++)
+			host[i] = (uint8_t)(host[i] ^ 0x5a ^ i);
+	rp = haccel_kv_pages_swap_in(pool, list, n, host, n * page_bytes);
+	rm = m_swap_in(list, n);
+	MEQ(rp, rm);
+	M.swap_unowned += rm == -EINVAL;
+	M.swap_busy += rm == -EBUSY;
+	M.swaps_in += !rm;
+}
+
 static void op_reset(void)
 {
 	snprintf(op_desc, sizeof(op_desc), "prefix cache reset");
@@ -1034,6 +1149,11 @@ static void run(uint32_t P, uint32_t n_pages, uint32_t flags, uint64_t key_mask)
 	KTAP_ASSERT(P <= MAX_P && n_pages <= MAX_PAGES);
 	KTAP_ASSERT_EQ(haccel_kv_pool_create(ctx, &c, &pool), 0);
 	haccel__kv_pool_set_key_mask(pool, key_mask);
+	struct haccel_kv_pool_info pi;
+	KTAP_ASSERT_EQ(haccel_kv_pool_info(pool, &pi), 0);
+	page_bytes = pi.page_bytes;
+	host = malloc((MAX_PAGES + 1) * page_bytes);
+	KTAP_ASSERT(host != NULL);
 	m_init(P, n_pages, !(flags & HACCEL_KV_NO_PREFIX_CACHE), key_mask);
 	n_held = 0;
 	memset(history_n, 0, sizeof(history_n));
@@ -1070,9 +1190,11 @@ static void run(uint32_t P, uint32_t n_pages, uint32_t flags, uint64_t key_mask)
 			op_query();
 		else if (op < 97)
 			op_prefix_key();
-		else if (op < 99)
+		else if (op < 98)
 			op_bad_seq();
-		else if (ktap_rand_below(4) == 0)
+		else if (op < 99 || ktap_rand_below(4))
+			op_swap();
+		else
 			op_reset();
 		compare_all();
 	}
@@ -1092,13 +1214,18 @@ static void run(uint32_t P, uint32_t n_pages, uint32_t flags, uint64_t key_mask)
 		  (unsigned long long)M.nomem, (unsigned long long)M.e2big,
 		  (unsigned long long)M.enospc, (unsigned long long)M.einval,
 		  (unsigned long long)M.resets);
+	ktap_diag("swaps in: %llu done (%llu cached pages taken out), %llu refused unowned, %llu refused shared",
+		  (unsigned long long)M.swaps_in, (unsigned long long)M.swap_uncached,
+		  (unsigned long long)M.swap_unowned, (unsigned long long)M.swap_busy);
 	/* The run must have exercised what it claims to. */
 	if (steps >= DEFAULT_STEPS) {
 		KTAP_EXPECT(M.st.cow_copies > 0 && M.nomem > 0 && M.e2big > 0 &&
 			    M.einval > 0);
+		KTAP_EXPECT(M.swaps_in > 0 && M.swap_unowned > 0 && M.swap_busy > 0);
 		if (M.prefix)
 			KTAP_EXPECT(M.st.prefix_hits > 0 && M.st.evictions > 0 &&
-				    M.twins > 0 && M.uncached_writes > 0);
+				    M.twins > 0 && M.uncached_writes > 0 &&
+				    M.swap_uncached > 0);
 	}
 
 	snprintf(op_desc, sizeof(op_desc), "teardown");
@@ -1113,6 +1240,8 @@ static void run(uint32_t P, uint32_t n_pages, uint32_t flags, uint64_t key_mask)
 	KTAP_EXPECT_EQ(st.seqs_active, 0);
 	haccel_kv_pool_destroy(pool);
 	pool = NULL;
+	free(host);
+	host = NULL;
 	haccel_close(ctx);
 }
 

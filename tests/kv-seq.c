@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* KV sequences: slot indices, page allocation on fill, fork and copy-on-write, truncate, free, exhaustion, raw pages. */
+/* KV sequences: slot indices, page allocation on fill, fork and copy-on-write, truncate, free, exhaustion, raw pages, swap-in only into pages held alone. */
 #include "config.h"
 
 #include <stdint.h>
@@ -374,6 +374,100 @@ static void t_pages_get_put(void)
 	haccel_close(ctx);
 }
 
+/*
+ * Swap-in writes only pages the caller holds alone: a page a fork shares is
+ * -EBUSY (no copy-on-write), a free or evictable page -EINVAL, all checked
+ * before anything is written; a cached page held alone leaves the prefix
+ * cache before it is written. Swap-out reads any page.
+ */
+static void t_swap_in_owned_pages_only(void)
+{
+	struct haccel_ctx *ctx = test_ctx();
+	struct haccel_kv_pool *pool = small_kv(ctx, P, 8, 2, 4, 32);
+	struct haccel_kv_pool_info info;
+	uint32_t a, b, c, g, r, np, list[2], page0, page1;
+	const uint32_t *bt;
+	int64_t slots[6];
+	uint8_t *out, *junk, *gbytes;
+
+	setup_tokens();
+	KTAP_ASSERT_EQ(haccel_kv_pool_info(pool, &info), 0);
+	out = malloc(2 * info.page_bytes);
+	junk = malloc(2 * info.page_bytes);
+	gbytes = malloc(info.page_bytes);
+	KTAP_ASSERT(out && junk && gbytes);
+	memset(junk, 0x55, 2 * info.page_bytes);
+
+	/* A: 6 tokens, page 0 full (cached), page 1 partial; B forks it. */
+	KTAP_ASSERT_EQ(haccel_kv_seq_create(pool, NULL, 0, &a, NULL), 0);
+	KTAP_ASSERT_EQ(haccel_kv_seq_append(pool, a, toks, 6, slots), 0);
+	for (int i = 0; i < 6; i++)
+		write_token(pool, slots[i], (uint8_t)(0xa0 + i));
+	KTAP_ASSERT_EQ(haccel_kv_seq_block_table(pool, a, &bt, &np, NULL), 0);
+	KTAP_ASSERT_EQ(np, 2);
+	page0 = bt[0];
+	page1 = bt[1];
+	KTAP_ASSERT_EQ(haccel_kv_pages_swap_out(pool, bt, 2, out, 2 * info.page_bytes), 0);
+	KTAP_ASSERT_EQ(haccel_kv_seq_fork(pool, a, &b), 0);
+	KTAP_ASSERT_EQ(haccel_kv_pages_get(pool, 1, &g), 0);
+	KTAP_ASSERT_EQ(haccel_kv_pages_swap_out(pool, &g, 1, gbytes, info.page_bytes), 0);
+
+	/* Shared with B: refused, B's KV (and A's) untouched. */
+	list[0] = page1;
+	KTAP_EXPECT_EQ(haccel_kv_pages_swap_in(pool, list, 1, junk, info.page_bytes), -EBUSY);
+	list[0] = page0;
+	KTAP_EXPECT_EQ(haccel_kv_pages_swap_in(pool, list, 1, junk, info.page_bytes), -EBUSY);
+	/* All or nothing: g (held alone) is not written when a later page fails. */
+	list[0] = g;
+	list[1] = page1;
+	KTAP_EXPECT_EQ(haccel_kv_pages_swap_in(pool, list, 2, junk, 2 * info.page_bytes), -EBUSY);
+	KTAP_ASSERT_EQ(haccel_kv_pages_swap_out(pool, &g, 1, junk + info.page_bytes,
+						info.page_bytes), 0);
+	KTAP_EXPECT(memcmp(junk + info.page_bytes, gbytes, info.page_bytes) == 0);
+	memset(junk, 0x55, 2 * info.page_bytes);
+	for (int i = 0; i < 6; i++)
+		KTAP_EXPECT(token_is(pool, slots[i], (uint8_t)(0xa0 + i)));
+	/* Reading shared pages is fine. */
+	KTAP_EXPECT_EQ(haccel_kv_pages_swap_out(pool, list, 2, out, 2 * info.page_bytes), 0);
+	KTAP_ASSERT_EQ(haccel_kv_pages_swap_out(pool, bt, 2, out, 2 * info.page_bytes), 0);
+
+	/* Free and evictable pages have no owner: refused. */
+	KTAP_ASSERT_EQ(haccel_kv_seq_free(pool, b), 0);
+	KTAP_ASSERT_EQ(haccel_kv_seq_free(pool, a), 0);
+	KTAP_EXPECT_EQ(stats(pool).pages_evictable, 1); /* page 0, cached */
+	list[0] = page0;
+	KTAP_EXPECT_EQ(haccel_kv_pages_swap_in(pool, list, 1, junk, info.page_bytes), -EINVAL);
+	list[0] = page1;
+	KTAP_EXPECT_EQ(haccel_kv_pages_swap_in(pool, list, 1, junk, info.page_bytes), -EINVAL);
+	list[0] = g;
+	list[1] = page0;
+	KTAP_EXPECT_EQ(haccel_kv_pages_swap_in(pool, list, 2, junk, 2 * info.page_bytes), -EINVAL);
+	/* The cache serves the true KV of its tokens. */
+	KTAP_ASSERT_EQ(haccel_kv_seq_create(pool, toks, 4, &c, &r), 0);
+	KTAP_EXPECT_EQ(r, 4);
+	KTAP_ASSERT_EQ(haccel_kv_seq_block_table(pool, c, &bt, &np, NULL), 0);
+	KTAP_EXPECT_EQ(bt[0], page0);
+	for (int i = 0; i < 4; i++)
+		KTAP_EXPECT(token_is(pool, (int64_t)page0 * P + i, (uint8_t)(0xa0 + i)));
+
+	/* C holds the cached page alone: written, after leaving the cache. */
+	KTAP_EXPECT_EQ(stats(pool).pages_cached, 1);
+	KTAP_EXPECT_EQ(haccel_kv_pages_swap_in(pool, bt, 1, junk, info.page_bytes), 0);
+	KTAP_EXPECT_EQ(stats(pool).pages_cached, 0);
+	KTAP_ASSERT_EQ(haccel_kv_pages_swap_out(pool, bt, 1, out, info.page_bytes), 0);
+	KTAP_EXPECT(memcmp(out, junk, info.page_bytes) == 0);
+	KV_CHECK(pool);
+	KTAP_ASSERT_EQ(haccel_kv_seq_create(pool, toks, 4, &a, &r), 0);
+	KTAP_EXPECT_EQ(r, 0);
+	/* A raw page held alone takes any bytes. */
+	KTAP_EXPECT_EQ(haccel_kv_pages_swap_in(pool, &g, 1, junk, info.page_bytes), 0);
+	KTAP_ASSERT_EQ(haccel_kv_pages_put(pool, &g, 1), 0);
+	KV_CHECK(pool);
+	haccel_kv_pool_destroy(pool);
+	free(out), free(junk), free(gbytes);
+	haccel_close(ctx);
+}
+
 static const struct ktap_case cases[] = {
 	KTAP_CASE(t_append_slots),
 	KTAP_CASE(t_fork_and_copy_on_write),
@@ -381,6 +475,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_bad_sequence_ids),
 	KTAP_CASE(t_exhaustion_changes_nothing),
 	KTAP_CASE(t_pages_get_put),
+	KTAP_CASE(t_swap_in_owned_pages_only),
 };
 
 int main(int argc, char **argv)

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Recurrent-state pool: slot layout, zeroed slots, checkpoints saved, found, restored, overwritten, evicted and dropped. */
+/* Recurrent-state pool: slot layout, zeroed slots, checkpoints saved, found, restored, overwritten, evicted and dropped; stale checkpoint ids refused. */
 #include "config.h"
 
 #include <stdint.h>
@@ -165,8 +165,11 @@ static void t_checkpoints(void)
 	KTAP_EXPECT_EQ(haccel_state_ckpt_restore(pool, c, b), -ENOENT);
 	KTAP_EXPECT_EQ(haccel_state_ckpt_save(pool, a, 5, 0, 4, &c2), -EINVAL);
 	KTAP_EXPECT_EQ(haccel_state_ckpt_save(pool, a, 5, 0, 0, NULL), -EINVAL);
-	KTAP_EXPECT_EQ(haccel_state_ckpt_restore(pool, 4, a), -EINVAL);
+	/* Ids are opaque: ones never handed out name no checkpoint. */
+	KTAP_EXPECT_EQ(haccel_state_ckpt_restore(pool, 4, a), -ENOENT);
 	KTAP_EXPECT_EQ(haccel_state_ckpt_restore(pool, 3, a), -ENOENT);
+	KTAP_EXPECT_EQ(haccel_state_ckpt_restore(pool, UINT32_MAX, a), -ENOENT);
+	KTAP_EXPECT_EQ(haccel_state_ckpt_restore(NULL, c, a), -EINVAL);
 
 	KTAP_ASSERT_EQ(haccel_state_ckpt_drop(pool, c), 0);
 	KTAP_EXPECT_EQ(haccel_state_ckpt_drop(pool, c), -ENOENT);
@@ -200,7 +203,9 @@ static void t_full_and_evict(void)
 	KTAP_ASSERT_EQ(haccel_state_ckpt_restore(pool, c[0], a), 0);
 	memset(slot_mem(pool, a), 0x99, 4096);
 	KTAP_ASSERT_EQ(haccel_state_ckpt_save(pool, a, 103, 0, HACCEL_STATE_CKPT_EVICT, &c[3]), 0);
-	KTAP_EXPECT_EQ(c[3], c[1]);
+	/* 103 took 101's place, under a new id: 101's id is stale. */
+	KTAP_EXPECT(c[3] != c[1]);
+	KTAP_EXPECT_EQ(haccel_state_ckpt_restore(pool, c[1], a), -ENOENT);
 	KTAP_EXPECT_EQ(haccel_state_ckpt_find(pool, 101, 0, &f), -ENOENT);
 	KTAP_ASSERT_EQ(haccel_state_ckpt_find(pool, 100, 0, &f), 0);
 	KTAP_ASSERT_EQ(haccel_state_ckpt_find(pool, 102, 0, &f), 0);
@@ -219,6 +224,97 @@ static void t_full_and_evict(void)
 	KTAP_ASSERT_EQ(haccel_state_slot_alloc(pool, 0, &a), 0);
 	KTAP_EXPECT_EQ(haccel_state_ckpt_save(pool, a, 1, 0, HACCEL_STATE_CKPT_EVICT, &f), -ENOMEM);
 	KTAP_EXPECT_EQ(haccel_state_ckpt_find(pool, 1, 0, &f), -ENOENT);
+	KTAP_EXPECT_EQ(haccel_state_ckpt_restore(pool, 0, a), -EINVAL);
+	KTAP_EXPECT_EQ(haccel_state_ckpt_drop(pool, 0), -EINVAL);
+	STATE_CHECK(pool);
+	haccel_state_pool_destroy(pool);
+	haccel_close(ctx);
+}
+
+static uint8_t *ckpt_mem(struct haccel_state_pool *pool, uint32_t id)
+{
+	struct haccel_state_layout l;
+
+	haccel_state_pool_layout(pool, &l);
+	return (uint8_t *)l.ckpt_base + (uint64_t)(id % l.n_checkpoints) * l.slot_bytes;
+}
+
+/*
+ * Speculative decoding with one checkpoint place: seq 0 saves before a
+ * draft; seq 1's EVICT save takes the place. Seq 0's id is stale: its
+ * restore and drop find nothing (-ENOENT) rather than seq 1's state, and
+ * seq 1's checkpoint survives. The same after a drop, and ids never repeat
+ * while the place is reused.
+ */
+static void t_stale_ids(void)
+{
+	struct haccel_ctx *ctx = test_ctx();
+	struct haccel_state_pool *pool = make(ctx, 2, 1);
+	uint32_t s0, s1, ck0, ck1, ck2, f, seen[64];
+
+	KTAP_ASSERT_EQ(haccel_state_slot_alloc(pool, 0, &s0), 0);
+	KTAP_ASSERT_EQ(haccel_state_slot_alloc(pool, 0, &s1), 0);
+	memset(slot_mem(pool, s0), 0x11, 4096);
+	memset(slot_mem(pool, s1), 0x22, 4096);
+	KTAP_ASSERT_EQ(haccel_state_ckpt_save(pool, s0, 100, 64, 0, &ck0), 0);
+	KTAP_ASSERT_EQ(haccel_state_ckpt_save(pool, s1, 200, 64, HACCEL_STATE_CKPT_EVICT, &ck1), 0);
+	KTAP_EXPECT(ck1 != ck0);
+	KTAP_EXPECT(ckpt_mem(pool, ck1) == ckpt_mem(pool, ck0)); /* the same place */
+	KTAP_EXPECT(all_bytes(ckpt_mem(pool, ck1), 4096, 0x22));
+	KTAP_EXPECT_EQ(haccel_state_ckpt_find(pool, 100, 64, &f), -ENOENT);
+	KTAP_ASSERT_EQ(haccel_state_ckpt_find(pool, 200, 64, &f), 0);
+	KTAP_EXPECT_EQ(f, ck1);
+
+	memset(slot_mem(pool, s0), 0x33, 4096); /* seq 0's draft */
+	KTAP_EXPECT_EQ(haccel_state_ckpt_restore(pool, ck0, s0), -ENOENT);
+	KTAP_EXPECT(all_bytes(slot_mem(pool, s0), 4096, 0x33));
+	KTAP_EXPECT_EQ(haccel_state_ckpt_drop(pool, ck0), -ENOENT);
+	KTAP_ASSERT_EQ(haccel_state_ckpt_find(pool, 200, 64, &f), 0);
+	KTAP_EXPECT_EQ(f, ck1);
+	KTAP_ASSERT_EQ(haccel_state_ckpt_restore(pool, ck1, s0), 0);
+	KTAP_EXPECT(all_bytes(slot_mem(pool, s0), 4096, 0x22));
+
+	/* Overwriting keeps the id; a drop makes it stale too. */
+	KTAP_ASSERT_EQ(haccel_state_ckpt_save(pool, s1, 200, 64, 0, &ck2), 0);
+	KTAP_EXPECT_EQ(ck2, ck1);
+	KTAP_ASSERT_EQ(haccel_state_ckpt_drop(pool, ck1), 0);
+	memset(slot_mem(pool, s0), 0x55, 4096);
+	KTAP_ASSERT_EQ(haccel_state_ckpt_save(pool, s0, 300, 0, 0, &ck2), 0);
+	KTAP_EXPECT_EQ(haccel_state_ckpt_drop(pool, ck1), -ENOENT);
+	KTAP_EXPECT_EQ(haccel_state_ckpt_restore(pool, ck1, s1), -ENOENT);
+	KTAP_EXPECT(all_bytes(slot_mem(pool, s1), 4096, 0x22));
+	KTAP_EXPECT_EQ(stats(pool).ckpts_used, 1);
+
+	/* The place reused again and again: every id differs. */
+	for (uint32_t i = 0; i < 64; i++) {
+		KTAP_ASSERT_EQ(haccel_state_ckpt_save(pool, s0, 1000 + i, 0,
+						      HACCEL_STATE_CKPT_EVICT, &seen[i]), 0);
+		KTAP_EXPECT(seen[i] != ck0 && seen[i] != ck1 && seen[i] != ck2);
+		for (uint32_t j = 0; j < i; j++)
+			KTAP_EXPECT(seen[j] != seen[i]);
+	}
+	KTAP_EXPECT_EQ(stats(pool).ckpt_evictions, 65);
+	STATE_CHECK(pool);
+	haccel_state_pool_destroy(pool);
+
+	/* Several places: an id names its place (id % n_checkpoints). */
+	pool = make(ctx, 1, 3);
+	KTAP_ASSERT_EQ(haccel_state_slot_alloc(pool, 0, &s0), 0);
+	for (uint32_t i = 0; i < 3; i++) {
+		memset(slot_mem(pool, s0), 0x40 + i, 4096);
+		KTAP_ASSERT_EQ(haccel_state_ckpt_save(pool, s0, i, 0, 0, &seen[i]), 0);
+	}
+	KTAP_ASSERT_EQ(haccel_state_ckpt_drop(pool, seen[1]), 0);
+	memset(slot_mem(pool, s0), 0x77, 4096);
+	KTAP_ASSERT_EQ(haccel_state_ckpt_save(pool, s0, 9, 0, 0, &ck0), 0);
+	KTAP_EXPECT_EQ(ck0 % 3, seen[1] % 3);
+	KTAP_EXPECT(ck0 != seen[1]);
+	for (uint32_t i = 0; i < 3; i++)
+		KTAP_EXPECT(all_bytes(ckpt_mem(pool, i == 1 ? ck0 : seen[i]), 4096,
+				      i == 1 ? 0x77 : 0x40 + i));
+	KTAP_EXPECT_EQ(haccel_state_ckpt_restore(pool, seen[1], s0), -ENOENT);
+	/* 3 does not divide 2^32: the last id is beyond every generation. */
+	KTAP_EXPECT_EQ(haccel_state_ckpt_restore(pool, UINT32_MAX, s0), -EINVAL);
 	STATE_CHECK(pool);
 	haccel_state_pool_destroy(pool);
 	haccel_close(ctx);
@@ -272,6 +368,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_slots),
 	KTAP_CASE(t_checkpoints),
 	KTAP_CASE(t_full_and_evict),
+	KTAP_CASE(t_stale_ids),
 	KTAP_CASE(t_config),
 };
 

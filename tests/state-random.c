@@ -9,6 +9,11 @@
  * a hash table. Every byte of a slot or checkpoint carries a model tag (its
  * pattern, all zeros, or unknown before first written).
  *
+ * Checkpoint ids are predicted too: gen * n_checkpoints + place, the place's
+ * generation advancing each time it is released. Restores and drops use
+ * ids handed out earlier (live or stale: a stale one must find nothing),
+ * small ids, and ids beyond every generation.
+ *
  * Operations: slot alloc (zeroed or NOZERO) and free, state updates, saves
  * with and without EVICT, finds, restores, drops, swaps out and in, and
  * every documented refusal (-EINVAL, -ENOENT, -ENOMEM). Each call's result
@@ -31,6 +36,7 @@
 #define MAX_SLOTS 8
 #define MAX_CKPTS 8
 #define NKEYS 6
+#define N_ISSUED 16
 #define DEFAULT_STEPS 20000
 #define TAG_ZERO 0ull
 #define TAG_UNKNOWN UINT64_MAX
@@ -45,10 +51,12 @@ struct mckpt {
 	uint64_t key;
 	uint32_t pos;
 	uint64_t tag;
+	uint32_t gen;  /* the place's generation: part of the id */
 };
 
 struct model {
 	uint32_t n_slots, n_ckpts;
+	uint64_t gens; /* generations an id can carry: 2^32 / n_ckpts */
 	struct mslot slot[MAX_SLOTS];
 	uint32_t slot_free[MAX_SLOTS], n_slot_free; /* top: last */
 	struct mckpt ck[MAX_CKPTS];
@@ -57,7 +65,7 @@ struct model {
 	uint64_t saves, restores, drops, evictions;
 	uint64_t host_tag[MAX_SLOTS];               /* the swap buffer's slots */
 	/* What the run exercised. */
-	uint64_t overwrites, nomem, einval, enoent, swaps, nozero;
+	uint64_t overwrites, nomem, einval, enoent, swaps, nozero, stale;
 };
 
 static struct model M;
@@ -65,6 +73,7 @@ static struct haccel_state_pool *pool;
 static struct haccel_state_layout lay;
 static uint8_t *host;
 static uint64_t step_no, next_tag;
+static uint32_t issued[N_ISSUED], n_issued; /* ids saves returned, some stale */
 static char op_desc[160];
 
 static const uint64_t keys[NKEYS] = {
@@ -92,6 +101,7 @@ static void m_init(uint32_t n_slots, uint32_t n_ckpts)
 	memset(&M, 0, sizeof(M));
 	M.n_slots = n_slots;
 	M.n_ckpts = n_ckpts;
+	M.gens = n_ckpts ? (1ull << 32) / n_ckpts : 1;
 	for (uint32_t i = 0; i < n_slots; i++) {
 		M.slot_free[i] = n_slots - 1 - i;
 		M.slot[i].tag = TAG_UNKNOWN;
@@ -131,11 +141,18 @@ static int m_slot_check(uint32_t s)
 	return M.slot[s].used ? 0 : -ENOENT;
 }
 
-static int m_ck_check(uint32_t c)
+static uint32_t m_id(uint32_t c)
 {
-	if (c >= M.n_ckpts)
+	return (uint32_t)((uint64_t)M.ck[c].gen * M.n_ckpts + c);
+}
+
+/* The place of the live checkpoint with this id. */
+static int m_ck_check(uint32_t id, uint32_t *c)
+{
+	if (!M.n_ckpts || id / M.n_ckpts >= M.gens)
 		return -EINVAL;
-	return M.ck[c].used ? 0 : -ENOENT;
+	*c = id % M.n_ckpts;
+	return M.ck[*c].used && M.ck[*c].gen == id / M.n_ckpts ? 0 : -ENOENT;
 }
 
 static int m_alloc(uint32_t flags, uint32_t *s)
@@ -166,6 +183,7 @@ static void m_ck_release(uint32_t c)
 {
 	m_lru_remove(c);
 	M.ck[c].used = 0;
+	M.ck[c].gen = (uint32_t)((M.ck[c].gen + 1ull) % M.gens);
 	M.ck_free[M.n_ck_free++] = c;
 }
 
@@ -197,13 +215,14 @@ static int m_save(uint32_t s, uint64_t key, uint32_t pos, uint32_t flags,
 	M.lru[M.n_lru++] = (uint32_t)c;
 	M.ck[c].tag = M.slot[s].tag;
 	M.saves++;
-	*out = (uint32_t)c;
+	*out = m_id((uint32_t)c);
 	return 0;
 }
 
-static int m_restore(uint32_t c, uint32_t s)
+static int m_restore(uint32_t id, uint32_t s)
 {
-	int ret = m_ck_check(c);
+	uint32_t c = 0;
+	int ret = m_ck_check(id, &c);
 
 	if (ret)
 		return ret;
@@ -217,9 +236,10 @@ static int m_restore(uint32_t c, uint32_t s)
 	return 0;
 }
 
-static int m_drop(uint32_t c)
+static int m_drop(uint32_t id)
 {
-	int ret = m_ck_check(c);
+	uint32_t c = 0;
+	int ret = m_ck_check(id, &c);
 
 	if (ret)
 		return ret;
@@ -315,7 +335,7 @@ static void compare_all(void)
 		if (!M.ck[c].used)
 			continue;
 		MEQ(haccel_state_ckpt_find(pool, M.ck[c].key, M.ck[c].pos, &got), 0);
-		MEQ(got, c);
+		MEQ(got, m_id(c));
 	}
 
 	if (haccel__state_pool_check(pool, why, sizeof(why))) {
@@ -347,9 +367,48 @@ static uint32_t any_slot(void)
 	return (uint32_t)ktap_rand_below(M.n_slots + (ktap_rand_below(10) == 0));
 }
 
+/* A checkpoint id: one a save returned (live or stale), a small one (a
+ * place's first generation, or one past), or anything at all. */
 static uint32_t any_ckpt(void)
 {
-	return (uint32_t)ktap_rand_below(M.n_ckpts + (!M.n_ckpts || ktap_rand_below(10) == 0));
+	switch (ktap_rand_below(10)) {
+	case 0:
+		return UINT32_MAX;
+	case 1:
+		return (uint32_t)ktap_rand_below(1ull << 32);
+	case 2:
+	case 3:
+	case 4:
+	case 5:
+		if (n_issued)
+			return issued[ktap_rand_below(n_issued)];
+		/* fall through */
+	default:
+		return (uint32_t)ktap_rand_below(M.n_ckpts +
+						 (!M.n_ckpts || ktap_rand_below(10) == 0));
+	}
+}
+
+/* Remember an id a save returned, to try it again once it may be stale. */
+static void remember(uint32_t id)
+{
+	if (n_issued < N_ISSUED)
+		issued[n_issued++] = id;
+	else
+		issued[ktap_rand_below(N_ISSUED)] = id;
+}
+
+/* Whether id was handed out once but names no live checkpoint now. */
+static int stale(uint32_t id)
+{
+	uint32_t c;
+
+	if (m_ck_check(id, &c) != -ENOENT)
+		return 0;
+	for (uint32_t i = 0; i < n_issued; i++)
+		if (issued[i] == id)
+			return 1;
+	return 0;
 }
 
 static void count(int rm)
@@ -416,8 +475,10 @@ static void op_save(void)
 	rm = m_save(s, key, pos, flags, &mc);
 	MEQ(rp, rm);
 	count(rm);
-	if (!rm)
+	if (!rm) {
 		MEQ(c, mc);
+		remember(c);
+	}
 }
 
 static void op_find_restore(void)
@@ -431,12 +492,13 @@ static void op_find_restore(void)
 		 pos);
 	MEQ(haccel_state_ckpt_find(pool, key, pos, &c), want >= 0 ? 0 : -ENOENT);
 	if (want >= 0)
-		MEQ(c, want);
+		MEQ(c, m_id((uint32_t)want));
 	else
-		c = any_ckpt(); /* restore from whatever id, in use or not */
+		c = any_ckpt(); /* restore from whatever id, in use, stale or not */
 	if (ktap_rand_below(4) == 0)
 		return; /* found, not restored: no LRU refresh */
 	snprintf(op_desc, sizeof(op_desc), "restore checkpoint %u into slot %u", c, s);
+	M.stale += stale(c) && !m_slot_check(s);
 	rm = m_restore(c, s);
 	MEQ(haccel_state_ckpt_restore(pool, c, s), rm);
 	count(rm);
@@ -445,9 +507,11 @@ static void op_find_restore(void)
 static void op_drop(void)
 {
 	uint32_t c = any_ckpt();
-	int rm = m_drop(c);
+	int rm;
 
 	snprintf(op_desc, sizeof(op_desc), "drop checkpoint %u", c);
+	M.stale += stale(c);
+	rm = m_drop(c);
 	MEQ(haccel_state_ckpt_drop(pool, c), rm);
 	count(rm);
 }
@@ -503,6 +567,7 @@ static void run(uint32_t n_slots, uint32_t n_ckpts)
 	host = malloc(MAX_SLOTS * lay.slot_bytes);
 	KTAP_ASSERT(host != NULL);
 	m_init(n_slots, n_ckpts);
+	n_issued = 0;
 	next_tag = 1;
 	step_no = 0;
 	snprintf(op_desc, sizeof(op_desc), "fresh pool");
@@ -535,15 +600,15 @@ static void run(uint32_t n_slots, uint32_t n_ckpts)
 		  (unsigned long long)M.overwrites, (unsigned long long)M.restores,
 		  (unsigned long long)M.drops, (unsigned long long)M.evictions,
 		  (unsigned long long)M.swaps, (unsigned long long)M.nozero);
-	ktap_diag("refused: %llu -ENOMEM, %llu -EINVAL, %llu -ENOENT",
+	ktap_diag("refused: %llu -ENOMEM, %llu -EINVAL, %llu -ENOENT (%llu stale ids)",
 		  (unsigned long long)M.nomem, (unsigned long long)M.einval,
-		  (unsigned long long)M.enoent);
+		  (unsigned long long)M.enoent, (unsigned long long)M.stale);
 	/* The run must have exercised what it claims to. */
 	if (steps >= DEFAULT_STEPS) {
 		KTAP_EXPECT(M.nomem > 0 && M.einval > 0 && M.enoent > 0 && M.swaps > 0);
 		if (n_ckpts)
 			KTAP_EXPECT(M.saves > 0 && M.restores > 0 && M.drops > 0 &&
-				    M.overwrites > 0);
+				    M.overwrites > 0 && M.stale > 0);
 		if (n_ckpts && n_ckpts < NKEYS * 4)
 			KTAP_EXPECT(M.evictions > 0);
 	}

@@ -34,6 +34,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -58,10 +59,12 @@ struct haccel_gpu_sink {
 	void *stream;                  /* copy stream, non-blocking */
 
 	/*
-	 * One load at a time: the fields below belong to the loader's I/O
-	 * thread from begin() to end().
+	 * One load at a time: begin() takes in_load with one atomic
+	 * exchange (of two threads loading through this sink at once, one
+	 * gets -EBUSY), and the fields below belong to the loader's I/O
+	 * thread from begin() to end(), which gives it back.
 	 */
-	bool in_load;
+	atomic_bool in_load;
 	char *staging;                 /* the loader's buffers, n_buf x buf_bytes */
 	uint64_t buf_bytes;
 	uint32_t n_buf;
@@ -289,12 +292,14 @@ static int gs_begin(void *user, const struct haccel_sink_begin *b)
 				    "gpu sink: destination of %llu bytes (%.3f GiB) is smaller than the %llu bytes (%.3f GiB) this checkpoint needs (haccel_weights_info().dest_bytes)",
 				    (unsigned long long)s->bytes, s->bytes / 1073741824.0,
 				    (unsigned long long)b->dest_bytes, b->dest_bytes / 1073741824.0);
-	if (s->in_load)
+	if (atomic_exchange(&s->in_load, true))
 		return haccel__fail(s->ctx, -EBUSY, "gpu sink: already in a load (one load at a time per sink)");
 	/* The loader's I/O thread may be new to CUDA. */
 	ret = HACCEL__CU(s->ctx, s->cu->CtxSetCurrent(s->cu->ctx));
-	if (ret)
+	if (ret) {
+		atomic_store(&s->in_load, false);
 		return ret;
+	}
 	s->info.registered = 0;
 	s->info.registered_bytes = 0;
 	s->info.fallback_reason[0] = '\0';
@@ -319,7 +324,6 @@ static int gs_begin(void *user, const struct haccel_sink_begin *b)
 		}
 		register_staging(s);
 	}
-	s->in_load = true;
 	s->info.loads++;
 	return 0;
 
@@ -327,6 +331,7 @@ out_events:
 	free_events(s);
 	s->n_buf = 0;
 	s->staging = NULL;
+	atomic_store(&s->in_load, false);
 	return ret;
 }
 
@@ -335,7 +340,7 @@ static void gs_end(void *user)
 	struct haccel_gpu_sink *s = user;
 	int res;
 
-	if (!s->in_load)
+	if (!atomic_load(&s->in_load))
 		return;
 	s->cu->CtxSetCurrent(s->cu->ctx);
 	/* After a failure, a merged copy not yet queued is dropped: the
@@ -351,7 +356,7 @@ static void gs_end(void *user)
 	free_events(s);
 	s->n_buf = 0;
 	s->staging = NULL;
-	s->in_load = false;
+	atomic_store(&s->in_load, false);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -399,6 +404,7 @@ int haccel_gpu_sink_create(struct haccel_ctx *ctx, const struct haccel_gpu_sink_
 	s->cu = cu;
 	s->bytes = p.bytes;
 	s->cur = NO_BUF;
+	atomic_init(&s->in_load, false);
 	if (p.dptr) {
 		s->dptr = p.dptr;
 	} else {

@@ -451,11 +451,21 @@ static int populate(struct haccel_ctx *ctx, struct hostmem_plan *pl,
 {
 	int node = pl->bound ? pl->p.node : HACCEL_NODE_ANY;
 	char why[640], where[32] = "";
-	int e;
+	int e, again = 0;
 
-	if (madvise(m->ptr, (size_t)m->mapped_bytes, MADV_POPULATE_WRITE) == 0)
-		return 0;
-	e = errno;
+	/*
+	 * Interrupted (EINTR) or a kernel resource short for the moment
+	 * (EAGAIN, madvise(2)): try again; pages faulted in already are not
+	 * faulted twice. EAGAIN a bounded number of times, so that a kernel
+	 * that keeps saying it cannot hang the allocation.
+	 */
+	for (;;) {
+		if (madvise(m->ptr, (size_t)m->mapped_bytes, MADV_POPULATE_WRITE) == 0)
+			return 0;
+		e = errno;
+		if (e != EINTR && (e != EAGAIN || ++again >= 100))
+			break;
+	}
 	if (e == EINVAL) {
 		/*
 		 * Kernels before 5.14 lack POPULATE_WRITE: touch each page.
@@ -466,9 +476,6 @@ static int populate(struct haccel_ctx *ctx, struct hostmem_plan *pl,
 			((volatile char *)m->ptr)[off] = 0;
 		return 0;
 	}
-	if (e == EINTR)
-		return haccel__fail(ctx, -EINTR, "hostmem: interrupted while faulting in %llu bytes",
-				    (unsigned long long)m->mapped_bytes);
 	if (m->huge == HACCEL_HUGE_HUGETLB)
 		hugetlb_text(ctx, node, m->mapped_bytes / HUGE_2M, why, sizeof(why));
 	else

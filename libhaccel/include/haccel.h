@@ -181,7 +181,9 @@ HACCEL_API void haccel_kv_pool_config_init(struct haccel_kv_pool_config *cfg);
 /*
  * Carve a pool: all page memory, block tables, page metadata and the prefix
  * table are allocated here and nowhere else. Returns 0, -EINVAL (bad config,
- * including a budget too small for one page), -EOVERFLOW, -ENOMEM.
+ * including a budget too small for one page), -EOVERFLOW (sizes that do not
+ * fit, among them a stream whose page_tokens * bytes_per_token is 4 GiB or
+ * more), -ENOMEM.
  */
 HACCEL_API int haccel_kv_pool_create(struct haccel_ctx *ctx,
 				     const struct haccel_kv_pool_config *cfg,
@@ -213,7 +215,8 @@ struct haccel_kv_region {
 	void *base;
 	uint64_t bytes;           /* n_pages * page_tokens * bytes_per_token */
 	uint32_t bytes_per_token;
-	uint32_t page_bytes;      /* page_tokens * bytes_per_token */
+	uint32_t page_bytes;      /* page_tokens * bytes_per_token (exact: pool
+				   * creation refuses 4 GiB or more) */
 };
 
 /* Locate a region. Returns 0 or -EINVAL (layer or stream out of range). */
@@ -346,13 +349,21 @@ HACCEL_API int haccel_kv_pages_get(struct haccel_kv_pool *pool, uint32_t n,
  * host memory, batched; done when the call returns. The host side holds
  * the pages one after another, each haccel_kv_pool_info().page_bytes long
  * (its regions in layer-major, stream order), so host_bytes must be at
- * least n * page_bytes. swap_out reads pages[i] into slot i; swap_in writes
- * slot i into pages[i] (pages the caller owns, e.g. from
- * haccel_kv_pages_get or a sequence's block table). For a pool in GPU
- * memory the copies run on the GPU runtime's stream after the work queued
- * there; pinned host memory (haccel_hostmem) makes them DMA at full speed.
- * Returns 0, -EINVAL (NULL, an id out of range, host_bytes too small;
- * nothing copied), -EIO.
+ * least n * page_bytes. swap_out reads pages[i] into slot i (any page).
+ * swap_in writes slot i into pages[i], each of which the caller must hold
+ * alone: exactly one reference, from haccel_kv_pages_get or one sequence's
+ * block table. A free page, an unreferenced (evictable) cached one and a
+ * shared one (forked, or attached by several sequences: there is no
+ * copy-on-write here) are refused; a page held alone that is in the prefix
+ * cache leaves the cache before it is written (the pool cannot tell
+ * restored KV from other bytes). docs/pools.md, "Swap", gives the
+ * preemption workflow. For a pool in GPU memory the copies run on the GPU
+ * runtime's stream after the work queued there; pinned host memory
+ * (haccel_hostmem) makes them DMA at full speed. Every page is checked
+ * before anything is copied. Returns 0, -EINVAL (NULL, an id out of range,
+ * host_bytes too small; for swap_in also a free or evictable page; nothing
+ * copied), -EBUSY (swap_in: a page with more than one reference; nothing
+ * copied), -EIO.
  */
 HACCEL_API int haccel_kv_pages_swap_out(struct haccel_kv_pool *pool,
 					const uint32_t *pages, uint32_t n,
@@ -412,7 +423,8 @@ HACCEL_API void haccel_state_pool_destroy(struct haccel_state_pool *pool);
  */
 struct haccel_state_layout {
 	void *slots_base;       /* slot s at slots_base + s * slot_bytes */
-	void *ckpt_base;        /* checkpoint c at ckpt_base + c * slot_bytes */
+	void *ckpt_base;        /* checkpoint id c at ckpt_base +
+				 * (c % n_checkpoints) * slot_bytes */
 	uint64_t slot_bytes;
 	uint64_t layer_bytes;
 	uint64_t state_offset, state_bytes;
@@ -457,8 +469,13 @@ HACCEL_API int haccel_state_slot_free(struct haccel_state_pool *pool,
 
 /*
  * Copy slot into the checkpoint keyed (key, pos): an existing one with that
- * key is overwritten, else a free one is taken. Returns 0, -EINVAL, -ENOENT
- * (slot not in use), -ENOMEM (none free and no EVICT flag).
+ * key is overwritten (its id stays), else a free one is taken. *ckpt gets
+ * its id, an opaque value: valid until the checkpoint is dropped or evicted
+ * (or a save into it fails), after which restore and drop refuse it with
+ * -ENOENT even once another checkpoint takes its place (ids carry a
+ * generation; they repeat only after 2^32 / n_checkpoints reuses of one
+ * place). Returns 0, -EINVAL, -ENOENT (slot not in use), -ENOMEM (none free
+ * and no EVICT flag).
  */
 HACCEL_API int haccel_state_ckpt_save(struct haccel_state_pool *pool,
 				      uint32_t slot, uint64_t key, uint32_t pos,
@@ -475,13 +492,18 @@ HACCEL_API int haccel_state_slots_swap_out(struct haccel_state_pool *pool,
 HACCEL_API int haccel_state_slots_swap_in(struct haccel_state_pool *pool,
 					  const uint32_t *slots, uint32_t n,
 					  const void *host, uint64_t host_bytes);
-/* Find the checkpoint keyed (key, pos). Returns 0 or -ENOENT. */
+/* Find the checkpoint keyed (key, pos) and set *ckpt to its id (the one
+ * save returned). Returns 0, -EINVAL, -ENOENT. */
 HACCEL_API int haccel_state_ckpt_find(struct haccel_state_pool *pool,
 				      uint64_t key, uint32_t pos, uint32_t *ckpt);
-/* Copy checkpoint ckpt into slot (in use). Returns 0, -EINVAL, -ENOENT. */
+/* Copy checkpoint ckpt (an id from save or find) into slot (in use).
+ * Returns 0, -EINVAL (no pool, no checkpoints, or an id this pool never
+ * gives out), -ENOENT (slot not in use, or no such checkpoint: a stale id,
+ * its checkpoint dropped or evicted, finds nothing). */
 HACCEL_API int haccel_state_ckpt_restore(struct haccel_state_pool *pool,
 					 uint32_t ckpt, uint32_t slot);
-/* Drop checkpoint ckpt. Returns 0, -EINVAL, -ENOENT. */
+/* Drop checkpoint ckpt (an id from save or find). Returns 0, -EINVAL,
+ * -ENOENT (as restore: a stale id drops nothing). */
 HACCEL_API int haccel_state_ckpt_drop(struct haccel_state_pool *pool,
 				      uint32_t ckpt);
 
@@ -1102,10 +1124,20 @@ struct haccel_load_stats {
  * filled on failure too). Staging buffers that cannot be locked or
  * registered with io_uring fail the load unless the caller allowed that
  * fallback (HACCEL_HOSTMEM_ALLOW_UNPINNED, HACCEL_LOAD_ALLOW_UNREGISTERED).
- * Returns 0, -EIO, -EBADMSG (checksum mismatch, file changed), -ENOMEM
- * (also: io_uring refused to register the staging buffers), -EPERM
- * (staging not lockable under RLIMIT_MEMLOCK), -EINVAL (bad parameters; a
- * sink with an unknown size or flags), or the sink's error.
+ * Returns 0, -EIO (a read failed), -EBADMSG (checksum mismatch; a file
+ * truncated, rewritten or replaced since it was opened), -ENOENT or -EACCES
+ * (a file removed, or its permissions changed, since haccel_weights_open()),
+ * -ENOMEM (out of memory; also: io_uring refused to register the staging
+ * buffers), -EPERM (staging not lockable under RLIMIT_MEMLOCK), -EINVAL (bad
+ * parameters; a sink with an unknown size or flags; a direct_base shorter
+ * than dest_bytes, refused before any read in every mode), -EBUSY (a GPU
+ * sink already in another load), -EAGAIN (a thread could not be started),
+ * -EINTR (a fatal signal while haccel.ko pinned the staging buffers),
+ * another status of the staging allocation (haccel_hostmem_alloc()) or of
+ * io_uring_enter(2) (EINTR, EAGAIN and EBUSY from it are retried), or the
+ * sink's error. After a failure every read has completed before this
+ * returns, except when even waiting for them fails (logged at error level):
+ * then they may still write to the destination.
  */
 HACCEL_API int haccel_load(struct haccel_weights *w,
 			   const struct haccel_load_params *p,

@@ -24,7 +24,9 @@
  * A page in the prefix table is never written again. Appending into a
  * partial page that is shared (ref > 1) first copies it (copy-on-write); a
  * sequence truncated into a cached page it alone holds (rejected draft
- * tokens, say) takes it out of the table and writes in place.
+ * tokens, say) takes it out of the table and writes in place. Swap-in
+ * writes only pages held alone (ref == 1) and takes a cached one out of the
+ * table first; it refuses free, evictable and shared pages.
  *
  * Every array is carved in haccel_kv_pool_create(); nothing else allocates.
  */
@@ -270,6 +272,12 @@ static int validate_config(struct haccel_ctx *ctx,
 					    st->name);
 				return -EINVAL;
 			}
+		/* A region's page_bytes is a uint32_t (struct haccel_kv_region). */
+		if ((uint64_t)c->page_tokens * st->bytes_per_token > UINT32_MAX) {
+			haccel__err(ctx, "kv pool: stream \"%s\": %u tokens x %u bytes per token make a page of 4 GiB or more",
+				    st->name, c->page_tokens, st->bytes_per_token);
+			return -EOVERFLOW;
+		}
 	}
 	for (uint32_t s = c->n_streams; s < HACCEL_KV_MAX_STREAMS; s++)
 		if (c->streams[s].bytes_per_token || c->streams[s].name[0] ||
@@ -522,7 +530,8 @@ int haccel_kv_pool_region(const struct haccel_kv_pool *p, uint32_t layer,
 	r = layer * p->cfg.n_streams + stream;
 	out->base = p->region_base[r];
 	out->bytes_per_token = p->region_bpt[r];
-	out->page_bytes = p->P * p->region_bpt[r];
+	/* Exact: creation refuses a stream whose page is 4 GiB or more. */
+	out->page_bytes = (uint32_t)((uint64_t)p->P * p->region_bpt[r]);
 	out->bytes = (uint64_t)p->n_pages * out->page_bytes;
 	return 0;
 }
@@ -764,7 +773,13 @@ int haccel_kv_seq_append(struct haccel_kv_pool *p, uint32_t seq,
 
 		ret = copy_page(p, nw, old, off);
 		if (ret) {
-			/* Nothing changed yet but the page just taken. */
+			/*
+			 * The backend's copy failed (a device error). The
+			 * sequence is unchanged and nw goes back to the free
+			 * stack, but taking nw may have evicted a cached page:
+			 * that prefix is gone from the cache for good (and
+			 * counted in evictions and pages_allocated).
+			 */
 			release_page(p, nw);
 			return ret;
 		}
@@ -925,8 +940,34 @@ int haccel_kv_admit(const struct haccel_kv_pool *p, const int32_t *prompt,
 /* ------------------------------------------------------------------------ */
 /* Pages outside sequences                                                  */
 
+/*
+ * A page swap_in may write: one the caller holds alone. A free page has no
+ * owner; an evictable one is held by the prefix cache only, which would
+ * then serve the written bytes for its tokens; a page with more than one
+ * reference is another sequence's KV as well (a fork, prefix hits of
+ * several sequences), and a swap has no copy-on-write to give the writer
+ * its own copy.
+ */
+static int swap_in_check(struct haccel_kv_pool *p, uint32_t id)
+{
+	if (p->state[id] == PAGE_FREE)
+		return haccel__fail(p->ctx, -EINVAL,
+				    "kv swap in: page %u is free: write only pages you hold (haccel_kv_pages_get, a block table)",
+				    id);
+	if (p->state[id] == PAGE_EVICTABLE)
+		return haccel__fail(p->ctx, -EINVAL,
+				    "kv swap in: page %u is unreferenced (evictable, kept by the prefix cache only): write only pages you hold",
+				    id);
+	if (p->ref[id] > 1)
+		return haccel__fail(p->ctx, -EBUSY,
+				    "kv swap in: page %u is shared (%u references): writing it would change every holder's KV",
+				    id, p->ref[id]);
+	return 0;
+}
+
 /* Swap pages to or from host memory, in rounds of a fixed batch of copy
- * descriptors (no allocation). */
+ * descriptors (no allocation). Every page is checked before anything is
+ * written. */
 static int pages_swap(struct haccel_kv_pool *p, const uint32_t *pages, uint32_t n, char *host,
 		      uint64_t host_bytes, int to_host)
 {
@@ -941,10 +982,27 @@ static int pages_swap(struct haccel_kv_pool *p, const uint32_t *pages, uint32_t 
 		return haccel__fail(p->ctx, -EINVAL, "kv swap: %u pages need %llu host bytes, %llu given",
 				    n, (unsigned long long)(n * p->page_bytes),
 				    (unsigned long long)host_bytes);
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++) {
 		if (pages[i] >= p->n_pages)
 			return haccel__fail(p->ctx, -EINVAL, "kv swap: page %u out of range (%u pages)",
 					    pages[i], p->n_pages);
+		if (!to_host) {
+			ret = swap_in_check(p, pages[i]);
+			if (ret)
+				return ret;
+		}
+	}
+	/*
+	 * All pass. A page the caller holds alone may still be in the prefix
+	 * table (it filled in an append, or a prefix hit attached it): it
+	 * leaves the table before it is written, as a truncated page does
+	 * before an append, so the cache never serves bytes that were not
+	 * computed from its tokens.
+	 */
+	if (!to_host)
+		for (uint32_t i = 0; i < n; i++)
+			if (p->serial[pages[i]])
+				uncache(p, pages[i]);
 	for (uint32_t i = 0; !ret && i < n; i++)
 		for (uint32_t r = 0; !ret && r < p->n_regions; r++) {
 			uint64_t pb = (uint64_t)p->P * p->region_bpt[r];

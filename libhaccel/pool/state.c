@@ -18,6 +18,14 @@
  * same boundary, so a prefix hit can find both the KV pages and the state.
  * Used checkpoints sit on an LRU list (saves and restores refresh them) for
  * HACCEL_STATE_CKPT_EVICT.
+ *
+ * A checkpoint's id is gen * n_checkpoints + index: index is its place in
+ * memory, gen a per-place generation that advances each time the place is
+ * released (dropped, evicted, a failed save). An id handed out before is
+ * then stale and finds nothing (-ENOENT) instead of the place's next
+ * checkpoint. Generations wrap after gens = 2^32 / n_checkpoints of them
+ * (ids stay uint32_t; with more than 2^31 checkpoints there is one, and
+ * stale ids go undetected).
  */
 #include "config.h"
 
@@ -53,6 +61,8 @@ struct haccel_state_pool {
 	uint64_t *ck_key;
 	uint32_t *ck_pos;
 	uint8_t *ck_used;
+	uint32_t *ck_gen;          /* generation of each place, < ck_gens */
+	uint64_t ck_gens;          /* 2^32 / n_checkpoints: ids fit in 32 bits */
 	uint32_t *ck_free;         /* stack */
 	uint32_t n_ck_free;
 	uint32_t *ck_prev, *ck_next; /* LRU of used checkpoints, head = oldest */
@@ -147,6 +157,7 @@ static void free_meta(struct haccel_state_pool *p)
 	free(p->ck_next);
 	free(p->ck_prev);
 	free(p->ck_free);
+	free(p->ck_gen);
 	free(p->ck_used);
 	free(p->ck_pos);
 	free(p->ck_key);
@@ -216,11 +227,12 @@ int haccel_state_pool_create(struct haccel_ctx *ctx,
 	p->ck_key = calloc(c.n_checkpoints + 1, sizeof(uint64_t));
 	p->ck_pos = calloc(c.n_checkpoints + 1, sizeof(uint32_t));
 	p->ck_used = calloc(c.n_checkpoints + 1, 1);
+	p->ck_gen = calloc(c.n_checkpoints + 1, sizeof(uint32_t));
 	p->ck_free = calloc(c.n_checkpoints + 1, sizeof(uint32_t));
 	p->ck_prev = calloc(c.n_checkpoints + 1, sizeof(uint32_t));
 	p->ck_next = calloc(c.n_checkpoints + 1, sizeof(uint32_t));
 	if (!p->slot_used || !p->slot_free || !p->ck_key || !p->ck_pos ||
-	    !p->ck_used || !p->ck_free || !p->ck_prev || !p->ck_next)
+	    !p->ck_used || !p->ck_gen || !p->ck_free || !p->ck_prev || !p->ck_next)
 		goto err_meta;
 	if (c.n_checkpoints && haccel__map_init(&p->map, c.n_checkpoints))
 		goto err_meta;
@@ -242,6 +254,7 @@ int haccel_state_pool_create(struct haccel_ctx *ctx,
 		p->ck_prev[i] = p->ck_next[i] = NONE;
 	}
 	p->n_ck_free = c.n_checkpoints;
+	p->ck_gens = c.n_checkpoints ? ((uint64_t)1 << 32) / c.n_checkpoints : 1;
 	p->ck_head = p->ck_tail = NONE;
 
 	haccel__info(ctx, "state pool: %llu slots + %u checkpoints of %.2f MiB (%u layers x %u heads x %ux%u), %s memory",
@@ -437,12 +450,19 @@ static uint32_t ck_lookup(const struct haccel_state_pool *p, uint64_t key,
 	return NONE;
 }
 
-/* Forget checkpoint c and return it to the free stack. */
+/* The id of the checkpoint at place c: < 2^32 since ck_gen[c] < ck_gens. */
+static inline uint32_t ck_id(const struct haccel_state_pool *p, uint32_t c)
+{
+	return (uint32_t)((uint64_t)p->ck_gen[c] * p->lay.n_checkpoints + c);
+}
+
+/* Forget checkpoint c and return it to the free stack; its id goes stale. */
 static void ck_release(struct haccel_state_pool *p, uint32_t c)
 {
 	(void)haccel__map_remove(&p->map, ck_map_key(p->ck_key[c], p->ck_pos[c]), c);
 	ck_lru_remove(p, c);
 	p->ck_used[c] = 0;
+	p->ck_gen[c] = (uint64_t)p->ck_gen[c] + 1 == p->ck_gens ? 0 : p->ck_gen[c] + 1;
 	p->ck_free[p->n_ck_free++] = c;
 }
 
@@ -484,7 +504,7 @@ int haccel_state_ckpt_save(struct haccel_state_pool *p, uint32_t slot,
 		return ret;
 	}
 	p->saves++;
-	*ckpt = c;
+	*ckpt = ck_id(p, c);
 	return 0;
 }
 
@@ -498,46 +518,60 @@ int haccel_state_ckpt_find(struct haccel_state_pool *p, uint64_t key,
 	c = ck_lookup(p, key, pos);
 	if (c == NONE)
 		return -ENOENT;
-	*ckpt = c;
+	*ckpt = ck_id(p, c);
 	return 0;
 }
 
-static int ck_check(const struct haccel_state_pool *p, uint32_t c)
+/*
+ * The place of the live checkpoint whose id is id. -EINVAL: no pool, no
+ * checkpoints, or an id beyond every generation (one this pool never gives
+ * out); -ENOENT: its place is free or has moved on to a later generation.
+ */
+static int ck_check(const struct haccel_state_pool *p, uint32_t id, uint32_t *c)
 {
-	if (!p || c >= p->lay.n_checkpoints)
+	uint32_t n, gen;
+
+	if (!p || !p->lay.n_checkpoints)
 		return -EINVAL;
-	return p->ck_used[c] ? 0 : -ENOENT;
+	n = p->lay.n_checkpoints;
+	gen = id / n;
+	if (gen >= p->ck_gens)
+		return -EINVAL;
+	*c = id % n;
+	return p->ck_used[*c] && p->ck_gen[*c] == gen ? 0 : -ENOENT;
 }
 
 int haccel_state_ckpt_restore(struct haccel_state_pool *p, uint32_t ckpt,
 			      uint32_t slot)
 {
 	struct haccel__mem_copy cp;
-	int ret = ck_check(p, ckpt);
+	uint32_t c = 0;
+	int ret = ck_check(p, ckpt, &c);
 
 	if (ret)
 		return ret;
 	ret = slot_check(p, slot);
 	if (ret)
 		return ret;
-	cp = (struct haccel__mem_copy){ slot_ptr(p, slot), ck_ptr(p, ckpt),
+	cp = (struct haccel__mem_copy){ slot_ptr(p, slot), ck_ptr(p, c),
 					p->lay.slot_bytes };
 	ret = p->mem->copy(p->ctx, &cp, 1);
 	if (ret)
 		return ret;
-	ck_lru_remove(p, ckpt);
-	ck_lru_push(p, ckpt);
+	ck_lru_remove(p, c);
+	ck_lru_push(p, c);
 	p->restores++;
 	return 0;
 }
 
 int haccel_state_ckpt_drop(struct haccel_state_pool *p, uint32_t ckpt)
 {
-	int ret = ck_check(p, ckpt);
+	uint32_t c = 0;
+	int ret = ck_check(p, ckpt, &c);
 
 	if (ret)
 		return ret;
-	ck_release(p, ckpt);
+	ck_release(p, c);
 	p->drops++;
 	return 0;
 }
@@ -606,6 +640,10 @@ int haccel__state_pool_check(const struct haccel_state_pool *p, char *why,
 		FAIL("checkpoint LRU tail %u, list ends at %u", p->ck_tail, prev);
 	if (lru + p->n_ck_free != nc)
 		FAIL("checkpoints: %u used + %u free != %u", lru, p->n_ck_free, nc);
+	for (uint32_t c = 0; c < nc; c++)
+		if (p->ck_gen[c] >= p->ck_gens)
+			FAIL("checkpoint %u: generation %u of %llu", c, p->ck_gen[c],
+			     (unsigned long long)p->ck_gens);
 	if (nc && (haccel__map_check(&p->map) || p->map.count != lru))
 		FAIL("checkpoint table: %u entries for %u checkpoints", p->map.count, lru);
 out:

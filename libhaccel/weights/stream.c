@@ -35,10 +35,14 @@
  * I/O goes through io_uring (liburing); where the kernel refuses it
  * (ENOSYS, EPERM: kernel.io_uring_disabled, seccomp) or HACCEL_FORCE_PREAD=1
  * asks, a pool of pread threads does the same reads, and one warning says
- * why. Short reads are continued, EINTR/EAGAIN retried; end of file before
- * the data's end means the file was truncated. Each file is checked against
- * what haccel_weights_open() saw (size, mtime, device, inode) before and
- * after the load, so a file changed underneath is an error, never garbage.
+ * why. Short reads are continued, EINTR/EAGAIN retried (io_uring_enter's
+ * EINTR, EAGAIN and EBUSY too); end of file before the data's end means the
+ * file was truncated. Each file is checked against what
+ * haccel_weights_open() saw (size, mtime, device, inode) before and after
+ * the load, and so is the O_DIRECT descriptor, opened by path a second
+ * time, so a file changed or replaced underneath is an error, never
+ * garbage. After an error every read in flight completes before
+ * haccel_load() returns (drain()).
  *
  * Nothing falls back silently: staging that cannot be locked or registered
  * with io_uring fails the load unless the caller allowed that fallback,
@@ -168,6 +172,8 @@ struct loader {
 	bool progress;
 	bool test_short, test_eagain; /* HACCEL_TEST_SHORT_READS, _EAGAIN */
 	atomic_bool bind_warned;      /* a worker's node binding failed */
+	bool stranded;                /* reads the kernel holds could not be
+				       * waited for: staging is never freed */
 	int err;
 };
 
@@ -294,14 +300,24 @@ static int check_unchanged(struct loader *L, uint32_t f, int fd, const char *whe
 
 	if (fstat(fd, &sb))
 		return haccel__fail(L->ctx, -errno, "%s: fstat: %s", wf->path, strerror(errno));
-	if ((uint64_t)sb.st_size != wf->size || sb.st_dev != wf->dev ||
-	    sb.st_ino != wf->ino || sb.st_mtim.tv_sec != wf->mtime.tv_sec ||
+	if (sb.st_dev != wf->dev || sb.st_ino != wf->ino)
+		return haccel__fail(L->ctx, -EBADMSG,
+				    "%s: file changed %s (replaced: another file, inode %llu, is at its path now; was inode %llu when opened): reopen the checkpoint",
+				    wf->path, when, (unsigned long long)sb.st_ino,
+				    (unsigned long long)wf->ino);
+	if ((uint64_t)sb.st_size != wf->size || sb.st_mtim.tv_sec != wf->mtime.tv_sec ||
 	    sb.st_mtim.tv_nsec != wf->mtime.tv_nsec)
 		return haccel__fail(L->ctx, -EBADMSG,
 				    "%s: file changed %s (size %llu, was %llu when opened; or modified since): reopen the checkpoint",
 				    wf->path, when, (unsigned long long)sb.st_size,
 				    (unsigned long long)wf->size);
 	return 0;
+}
+
+/* Out of memory in the load: say for what, as every other failure does. */
+static int oom(struct loader *L, const char *what)
+{
+	return haccel__fail(L->ctx, -ENOMEM, "load: out of memory for %s", what);
 }
 
 /*
@@ -431,17 +447,94 @@ static double cached_fraction(struct loader *L, char *why, size_t len)
 	return total ? (double)resident / (double)total : 1.0;
 }
 
+/* Safe on every state open_files() can leave: arrays NULL or all -1 but
+ * for the descriptors opened. */
 static void close_files(struct loader *L)
 {
-	for (uint32_t f = 0; L->fd && f < L->w->n_files; f++) {
-		if (L->fd[f] >= 0)
+	for (uint32_t f = 0; f < L->w->n_files; f++) {
+		if (L->fd && L->fd[f] >= 0)
 			close(L->fd[f]);
-		if (L->fd_buffered[f] >= 0)
+		if (L->fd_buffered && L->fd_buffered[f] >= 0)
 			close(L->fd_buffered[f]);
 	}
 	free(L->fd);
 	free(L->fd_buffered);
 	L->fd = L->fd_buffered = NULL;
+}
+
+static void close_all(int *fds, uint32_t n)
+{
+	for (uint32_t f = 0; f < n; f++)
+		if (fds[f] >= 0)
+			close(fds[f]);
+	free(fds);
+}
+
+/*
+ * Reopen every file with O_DIRECT: all of them, or none. A file that has
+ * no direct I/O (some FUSE filesystems, tmpfs before Linux 6.6, an
+ * alignment too large for the staging buffers) sends the whole load to
+ * buffered reads, with one warning; a descriptor is swapped only once
+ * every file has one. Each O_DIRECT descriptor is opened by path, so it
+ * is checked to be the file the buffered one holds (a rename over the
+ * path in between would otherwise load the new file's bytes under the
+ * old header). 0 (L->direct says which mode), or -errno.
+ */
+static int open_direct(struct loader *L)
+{
+	uint32_t n = L->w->n_files, align = 512;
+	int *dfd = malloc((n + 1) * sizeof(int));
+	int ret;
+
+	if (!dfd)
+		return oom(L, "file descriptors");
+	for (uint32_t f = 0; f < n; f++)
+		dfd[f] = -1;
+	for (uint32_t f = 0; f < n; f++) {
+		const char *path = L->w->files[f].path, *how = "";
+		uint32_t mem_al = 0, off_al = 0;
+		char why[96];
+
+		ret = haccel__dio_align(L->ctx, L->fd[f], &mem_al, &off_al, &how);
+		if (ret) {
+			snprintf(why, sizeof(why), "%s", strerror(-ret));
+		} else if (mem_al > 4096 || off_al > (1u << 20)) {
+			snprintf(why, sizeof(why), "alignment %u, memory %u: too large", off_al,
+				 mem_al);
+			ret = -EINVAL;
+		} else {
+			dfd[f] = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+			if (dfd[f] < 0) {
+				ret = -errno;
+				snprintf(why, sizeof(why), "%s", strerror(errno));
+			}
+		}
+		if (ret) {
+			/* One warning per load: the first such file decides,
+			 * and every file is read buffered. */
+			haccel__warn(L->ctx, "%s: no direct I/O here (%s): buffered reads",
+				     path, why);
+			close_all(dfd, n);
+			L->direct = false;
+			return 0;
+		}
+		ret = check_unchanged(L, f, dfd[f], "since it was opened");
+		if (ret) {
+			close_all(dfd, n);
+			return ret;
+		}
+		haccel__dbg(L->ctx, "%s: direct I/O alignment %u (memory %u), from %s",
+			    path, off_al, mem_al, how);
+		if (off_al > align)
+			align = off_al;
+	}
+	for (uint32_t f = 0; f < n; f++) {
+		L->fd_buffered[f] = L->fd[f];
+		L->fd[f] = dfd[f];
+	}
+	free(dfd);
+	L->off_align = align;
+	return 0;
 }
 
 /*
@@ -455,8 +548,12 @@ static int open_files(struct loader *L)
 
 	L->fd = malloc((n + 1) * sizeof(int));
 	L->fd_buffered = malloc((n + 1) * sizeof(int));
-	if (!L->fd || !L->fd_buffered)
-		return -ENOMEM;
+	if (!L->fd || !L->fd_buffered) {
+		free(L->fd);
+		free(L->fd_buffered);
+		L->fd = L->fd_buffered = NULL;
+		return oom(L, "file descriptors");
+	}
 	for (uint32_t f = 0; f < n; f++)
 		L->fd[f] = L->fd_buffered[f] = -1;
 	for (uint32_t f = 0; f < n; f++) {
@@ -488,35 +585,7 @@ static int open_files(struct loader *L)
 				    100 * c, L->direct ? "direct" : "buffered");
 		}
 	}
-	if (!L->direct)
-		return 0;
-
-	L->off_align = 512;
-	for (uint32_t f = 0; f < n; f++) {
-		uint32_t mem_al, off_al;
-		const char *how;
-		int dfd;
-
-		ret = haccel__dio_align(L->ctx, L->fd[f], &mem_al, &off_al, &how);
-		dfd = ret ? -1 : open(L->w->files[f].path, O_RDONLY | O_CLOEXEC | O_DIRECT);
-		if (dfd < 0 || mem_al > 4096 || off_al > (1u << 20)) {
-			/* Some filesystems (FUSE, older tmpfs) have no O_DIRECT.
-			 * One warning per load: the first file decides. */
-			haccel__warn(L->ctx, "%s: no direct I/O here (%s): buffered reads",
-				     L->w->files[f].path, ret ? strerror(-ret) : strerror(errno));
-			if (dfd >= 0)
-				close(dfd);
-			L->direct = false;
-			return 0;
-		}
-		haccel__dbg(L->ctx, "%s: direct I/O alignment %u (memory %u), from %s",
-			    L->w->files[f].path, off_al, mem_al, how);
-		if (off_al > L->off_align)
-			L->off_align = off_al;
-		L->fd_buffered[f] = L->fd[f];
-		L->fd[f] = dfd;
-	}
-	return 0;
+	return L->direct ? open_direct(L) : 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -558,7 +627,7 @@ static int plan(struct loader *L)
 		if (!pass) {
 			L->ch = calloc(n + 1, sizeof(*L->ch));
 			if (!L->ch)
-				return -ENOMEM;
+				return oom(L, "the read plan");
 		}
 	}
 	L->n_ch = n;
@@ -671,8 +740,13 @@ static int pool_start(struct loader *L)
 	P->work = calloc(P->cap, sizeof(*P->work));
 	P->done = calloc(P->cap, sizeof(*P->done));
 	P->threads = calloc(L->p.threads, sizeof(*P->threads));
-	if (!P->work || !P->done || !P->threads)
-		return -ENOMEM;
+	if (!P->work || !P->done || !P->threads) {
+		free(P->work);
+		free(P->done);
+		free(P->threads);
+		memset(P, 0, sizeof(*P));
+		return oom(L, "the pread pool");
+	}
 	pthread_mutex_init(&P->lock, NULL);
 	pthread_cond_init(&P->work_cv, NULL);
 	pthread_cond_init(&P->done_cv, NULL);
@@ -898,7 +972,18 @@ static int pool_collect(struct loader *L, bool report)
 }
 
 /*
- * Wait for at least one completion and account for all that are there.
+ * io_uring_enter(2) statuses that say "try again": interrupted, out of
+ * resources for the moment (EAGAIN), completion ring full (EBUSY: reaping
+ * makes room).
+ */
+static bool uring_transient(int ret)
+{
+	return ret == -EINTR || ret == -EAGAIN || ret == -EBUSY;
+}
+
+/*
+ * Wait for at least one completion and account for all that are there
+ * (after a transient error of the wait, maybe none: the caller comes back).
  * On an error, reads resubmitted earlier in the batch may be queued but
  * not submitted: drain() submits them.
  */
@@ -911,7 +996,7 @@ static int reap(struct loader *L)
 	if (!L->use_uring)
 		return pool_collect(L, true);
 	ret = io_uring_submit_and_wait(&L->ring, 1);
-	if (ret < 0 && ret != -EINTR)
+	if (ret < 0 && !uring_transient(ret))
 		return haccel__fail(L->ctx, ret, "load: io_uring_submit_and_wait: %s",
 				    strerror(-ret));
 	io_uring_for_each_cqe(&L->ring, head, cqe) {
@@ -927,38 +1012,67 @@ static int reap(struct loader *L)
 }
 
 /*
- * Let every read in flight finish (after an error) before buffers go.
- * in_flight counts reads queued but never submitted too: run() fails right
- * after submit() when a sink's wait() does, reap() after resubmitting a
- * short or interrupted read when a later completion of the batch is an
- * error. Waiting for their completions alone would wait forever, so each
- * round submits whatever is queued before it waits.
+ * drain() could not submit: wait for the reads the kernel holds, one
+ * completion at a time. Reads still in the submission ring never reached
+ * the kernel (it takes them only when asked to submit), so nothing waits
+ * for them. Returns false when even waiting fails.
  */
-static void drain(struct loader *L)
+static bool wait_in_flight(struct loader *L, int err)
+{
+	uint64_t unsent = io_uring_sq_ready(&L->ring);
+
+	haccel__warn(L->ctx, "load: io_uring_submit_and_wait failed after an error (%s): waiting for the %llu reads in flight one by one",
+		     strerror(-err), (unsigned long long)L->in_flight);
+	L->in_flight -= unsent < L->in_flight ? unsent : L->in_flight;
+	while (L->in_flight) {
+		struct io_uring_cqe *cqe;
+		int ret = io_uring_wait_cqe(&L->ring, &cqe);
+
+		if (uring_transient(ret))
+			continue;
+		if (ret < 0) {
+			haccel__err(L->ctx, "load: cannot wait for the %llu reads still in flight (io_uring_wait_cqe: %s): they may still write to the destination after haccel_load() returns; the staging memory, if any, is never freed",
+				    (unsigned long long)L->in_flight, strerror(-ret));
+			return false;
+		}
+		io_uring_cqe_seen(&L->ring, cqe);
+		L->in_flight--;
+	}
+	return true;
+}
+
+/*
+ * Let every read in flight finish (after an error) before buffers go:
+ * the destination is the caller's once haccel_load() returns, and a
+ * buffered read (IOSQE_ASYNC, done by a kernel worker) writes there
+ * whenever it completes. in_flight counts reads queued but never submitted
+ * too: run() fails right after submit() when a sink's wait() does, reap()
+ * after resubmitting a short or interrupted read when a later completion
+ * of the batch is an error. Waiting for their completions alone would wait
+ * forever, so each round submits whatever is queued before it waits.
+ * Returns false only when the reads cannot be waited for at all: then the
+ * staging buffers must stay (the caller leaks them).
+ */
+static bool drain(struct loader *L)
 {
 	if (!L->use_uring) {
 		while (L->in_flight)
 			(void)pool_collect(L, false);
-		return;
+		return true;
 	}
 	while (L->in_flight) {
 		struct io_uring_cqe *cqe;
 		unsigned int head, n = 0;
 		int ret = io_uring_submit_and_wait(&L->ring, 1);
 
-		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
-			/* The ring's teardown cancels or waits for what the
-			 * kernel still holds; until then those reads keep
-			 * their pages pinned, so no freed memory is written. */
-			haccel__warn(L->ctx, "load: cannot wait for the %llu reads in flight after an error (io_uring_submit_and_wait: %s)",
-				     (unsigned long long)L->in_flight, strerror(-ret));
-			return;
-		}
+		if (ret < 0 && !uring_transient(ret))
+			return wait_in_flight(L, ret);
 		io_uring_for_each_cqe(&L->ring, head, cqe)
 			n++;
 		io_uring_cq_advance(&L->ring, n);
 		L->in_flight -= n < L->in_flight ? n : L->in_flight;
 	}
+	return true;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1084,7 +1198,7 @@ static int verify_dest(struct loader *L)
 	uint32_t started = 0;
 
 	if (!th)
-		return -ENOMEM;
+		return oom(L, "the checksum threads");
 	pthread_mutex_init(&j.lock, NULL);
 	/* This thread hashes too; a helper that fails to start is no loss. */
 	for (uint32_t i = 1; i < L->p.threads; i++)
@@ -1161,7 +1275,7 @@ static int setup_staging(struct loader *L)
 	L->st.staging_unpinned = !info.pinned;
 	L->free_buf = calloc(L->n_buf, sizeof(*L->free_buf));
 	if (!L->free_buf)
-		return -ENOMEM;
+		return oom(L, "the staging buffer list");
 	for (uint32_t b = 0; b < L->n_buf; b++)
 		L->free_buf[L->n_free++] = L->n_buf - 1 - b;
 	L->fifo = L->sink->wait != NULL;
@@ -1169,7 +1283,7 @@ static int setup_staging(struct loader *L)
 		return 0;
 	iov = calloc(L->n_buf, sizeof(*iov));
 	if (!iov)
-		return -ENOMEM;
+		return oom(L, "the staging buffers' registration");
 	for (uint32_t b = 0; b < L->n_buf; b++) {
 		iov[b].iov_base = L->stage + (uint64_t)b * L->p.chunk_bytes;
 		iov[b].iov_len = L->p.chunk_bytes;
@@ -1256,8 +1370,14 @@ static int copy_start(struct loader *L)
 {
 	L->copy_q = calloc(L->n_ch + 1, sizeof(*L->copy_q));
 	L->copiers = calloc(L->p.threads, sizeof(*L->copiers));
-	if (!L->copy_q || !L->copiers)
-		return -ENOMEM;
+	if (!L->copy_q || !L->copiers) {
+		/* copy_stop() frees them only once the pool is up. */
+		free(L->copy_q);
+		free(L->copiers);
+		L->copy_q = NULL;
+		L->copiers = NULL;
+		return oom(L, "the copy threads");
+	}
 	pthread_mutex_init(&L->copy_lock, NULL);
 	pthread_cond_init(&L->copy_cv, NULL);
 	pthread_cond_init(&L->freed_cv, NULL);
@@ -1481,7 +1601,10 @@ static int load(struct loader *L)
 		goto out;
 	L->st.direct = L->direct;
 	L->to_dest = !L->direct && L->sink->direct_base;
-	if (L->to_dest && L->sink->direct_bytes < L->w->dest_bytes) {
+	/* A host layout too small fails here in every mode, before any
+	 * read, not part-way through a direct load (haccel.h: direct_base is
+	 * at least dest_bytes long). */
+	if (L->sink->direct_base && L->sink->direct_bytes < L->w->dest_bytes) {
 		ret = haccel__fail(L->ctx, -EINVAL, "load: destination of %llu bytes is smaller than the %llu the checkpoint needs",
 				   (unsigned long long)L->sink->direct_bytes,
 				   (unsigned long long)L->w->dest_bytes);
@@ -1501,7 +1624,7 @@ static int load(struct loader *L)
 		ret = setup_staging(L);
 		if (ret)
 			goto out_reader;
-		if (L->sink->direct_base && L->sink->direct_bytes >= L->w->dest_bytes) {
+		if (L->sink->direct_base) { /* large enough: checked above */
 			ret = copy_start(L);
 			if (ret)
 				goto out_reader;
@@ -1509,7 +1632,7 @@ static int load(struct loader *L)
 		L->cursor = calloc(L->w->n_files + 1, sizeof(*L->cursor));
 		L->xs = XXH3_createState();
 		if (!L->cursor || !L->xs) {
-			ret = -ENOMEM;
+			ret = oom(L, "the delivery state");
 			goto out_reader;
 		}
 		for (uint32_t f = 0; f < L->w->n_files; f++)
@@ -1527,7 +1650,7 @@ static int load(struct loader *L)
 		    (double)(now_ns() - t_run) / 1e9, (double)L->st.wait_ns / 1e9,
 		    (double)L->st.sink_ns / 1e9);
 	if (ret) {
-		drain(L);
+		L->stranded = !drain(L);
 		copy_stop(L);
 		goto out_reader;
 	}
@@ -1587,7 +1710,7 @@ int haccel_load(struct haccel_weights *w, const struct haccel_load_params *param
 		return -EINVAL;
 	L = calloc(1, sizeof(*L));
 	if (!L)
-		return -ENOMEM;
+		return haccel__fail(w->ctx, -ENOMEM, "load: out of memory for the loader");
 	L->ctx = w->ctx;
 	L->w = w;
 	L->sink = &L->sink_copy;
@@ -1633,7 +1756,8 @@ int haccel_load(struct haccel_weights *w, const struct haccel_load_params *param
 		*stats = L->st;
 
 	close_files(L);
-	haccel_hostmem_free(L->staging);
+	if (!L->stranded)
+		haccel_hostmem_free(L->staging);
 	if (L->xs)
 		XXH3_freeState(L->xs);
 	free(L->cursor);
