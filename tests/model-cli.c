@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-/* haccel-ctl model init and haccel-run: outputs, JSON, batches, determinism, sampling seeds, usage errors. */
+/* haccel-ctl model init and haccel-run: outputs, JSON, batches, determinism, sampling seeds, usage errors, escaped text, write errors, messages that name a path once. */
 #include "config.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,25 @@ static json_t *js(const struct tool_result *x)
 		ktap_end();
 	}
 	return j;
+}
+
+/* The whole file root/rel (NUL-terminated; free it). */
+static char *slurp(const char *root, const char *rel)
+{
+	char path[1400], *buf;
+	FILE *f;
+	long n;
+
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	f = fopen(path, "r");
+	KTAP_ASSERT(f != NULL);
+	KTAP_ASSERT(fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0);
+	rewind(f);
+	buf = malloc((size_t)n + 1);
+	KTAP_ASSERT(buf && fread(buf, 1, (size_t)n, f) == (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
 }
 
 static void setup(void)
@@ -92,6 +112,69 @@ static void t_model_init(void)
 	tool_run(&r, "HACCEL_CTL", "model", "--help", NULL);
 	KTAP_EXPECT_EQ(r.status, 0);
 	KTAP_EXPECT(strstr(r.out, "kimi-linear-48b-a3b") != NULL);
+	KTAP_EXPECT(strstr(r.out, "0..2^63-1") != NULL);
+	teardown();
+}
+
+/* An existing model: the advice is the tool's option. The seed is the
+ * exact JSON integer, so it stops at 2^63 - 1. */
+static void t_model_init_force_and_seed(void)
+{
+	json_t *j;
+
+	setup();
+	tool_run(&r, "HACCEL_CTL", "model", "init", "--preset", "tiny", "--out", model, NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "already holds a model (--force overwrites it)") != NULL);
+	KTAP_EXPECT(strstr(r.err, "use force") == NULL);
+	tool_run(&r, "HACCEL_CTL", "model", "init", "--preset", "tiny", "--out", model, "--force",
+		 "--json", "--seed", "9223372036854775807", NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+	j = js(&r);
+	KTAP_EXPECT(json_integer_value(json_object_get(j, "seed")) == INT64_MAX);
+	json_decref(j);
+	tool_run(&r, "HACCEL_CTL", "model", "init", "--preset", "tiny", "--out", model, "--force",
+		 "--json", "--seed", "9223372036854775808", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "bad value '9223372036854775808' for --seed (0..9223372036854775807)") != NULL);
+	KTAP_EXPECT_EQ(r.out[0], '\0');
+	tool_run(&r, "HACCEL_CTL", "model", "init", "--preset", "tiny", "--out", model, "--force",
+		 "--seed", "18446744073709551615", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	/* A config.json is not a checkpoint: said so, not as a bad index. */
+	char cfg[700];
+
+	snprintf(cfg, sizeof(cfg), "%s/config.json", model);
+	tool_run(&r, "HACCEL_CTL", "weights", "inspect", cfg, NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "config.json: not a safetensors file or index") != NULL);
+	KTAP_EXPECT(strstr(r.err, "unknown key") == NULL);
+	tool_run(&r, "HACCEL_BENCH", "stream", cfg, NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "not a safetensors file or index") != NULL);
+	teardown();
+}
+
+/* A write error on stdout fails the run, saying so. */
+static void t_run_write_errors(void)
+{
+	char want[128];
+
+	if (access("/dev/full", W_OK))
+		ktap_skip("no /dev/full here");
+	setup();
+	snprintf(want, sizeof(want), "write error on standard output: %s", strerror(ENOSPC));
+	tool_run_out(&r, "/dev/full", "HACCEL_RUN", model, "--prompt", "hi", "-n", "2", "--json",
+		     NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "haccel-run: ") && strstr(r.err, want));
+	tool_run_out(&r, "/dev/full", "HACCEL_RUN", model, "--prompt", "hi", "-n", "2", NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, want) != NULL);
+	tool_run_out(&r, "/dev/full", "HACCEL_CTL", "model", "init", "--preset", "tiny", "--out",
+		     model, "--force", "--json", NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "haccel-ctl: ") && strstr(r.err, want));
 	teardown();
 }
 
@@ -291,6 +374,143 @@ static void t_run_max_seq(void)
 	teardown();
 }
 
+/*
+ * Text: the [i] lines of a batch escape every control character, newline
+ * and tab too, so a prompt's output is one line; a single streamed prompt
+ * keeps its newlines and tabs (haccel-run(1)).
+ */
+static void t_run_text_escapes(void)
+{
+	char batch[700];
+	json_t *j;
+	int nl = 0, tab = 0;
+
+	setup();
+	snprintf(batch, sizeof(batch), "%s/two.txt", dir);
+	test_put(dir, "two.txt", "ab\ncd\n");
+	tool_run(&r, "HACCEL_RUN", model, "--batch", batch, "--temperature", "2", "--seed", "14",
+		 "-n", "48", "--json", NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+	j = js(&r);
+	for (size_t i = 0; i < 2; i++)
+		for (size_t t = 0; t < json_array_size(tokens_of(j, i)); t++) {
+			json_int_t v = json_integer_value(json_array_get(tokens_of(j, i), t));
+
+			nl += v == '\n';
+			tab += v == '\t';
+		}
+	json_decref(j);
+	if (!nl || !tab)
+		ktap_skip("seed 14 no longer draws a newline and a tab here");
+	tool_run(&r, "HACCEL_RUN", model, "--batch", batch, "--temperature", "2", "--seed", "14",
+		 "-n", "48", NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+	ktap_diag("%s", r.out);
+	KTAP_EXPECT(!strncmp(r.out, "[0] ", 4));
+	KTAP_EXPECT(strstr(r.out, "\n[1] ") != NULL);
+	KTAP_EXPECT_EQ(test_count_of(r.out, "\n"), 2);
+	KTAP_EXPECT_EQ(test_count_of(r.out, "\t"), 0);
+	KTAP_EXPECT(strstr(r.out, "\\x0a") && strstr(r.out, "\\x09"));
+
+	/* One prompt, streamed: newlines and tabs as they are. */
+	tool_run(&r, "HACCEL_RUN", model, "--prompt", "ab", "--temperature", "2", "--seed", "1",
+		 "-n", "64", "--json", NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+	j = js(&r);
+	nl = 0;
+	for (size_t t = 0; t < json_array_size(tokens_of(j, 0)); t++)
+		nl += json_integer_value(json_array_get(tokens_of(j, 0), t)) == '\n';
+	json_decref(j);
+	tool_run(&r, "HACCEL_RUN", model, "--prompt", "ab", "--temperature", "2", "--seed", "1",
+		 "-n", "64", NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+	KTAP_EXPECT_EQ(test_count_of(r.out, "\n"), nl + 1);
+	KTAP_EXPECT(strstr(r.out, "\\x0a") == NULL);
+	teardown();
+}
+
+/* Errors found before the run: each a usage error (2) naming its option
+ * and the limit, or a failure that says why once. */
+static void t_run_checked_early(void)
+{
+	char bad[700], cfg[64], *text, *at;
+	json_t *j;
+
+	setup();
+	/* a float top-p of 0 */
+	tool_run(&r, "HACCEL_RUN", model, "--prompt", "hi", "--top-p", "1e-300", "--temperature",
+		 "1", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "bad value '1e-300' for --top-p") != NULL);
+	KTAP_EXPECT_EQ(r.out[0], '\0');
+	tool_run(&r, "HACCEL_RUN", model, "--prompt", "hi", "--temperature", "1e39", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "bad value '1e39' for --temperature (0..100") != NULL);
+	tool_run(&r, "HACCEL_RUN", model, "--prompt", "hi", "--temperature", "", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	tool_run(&r, "HACCEL_RUN", model, "--prompt", "hi", "--temperature", "100.5", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	/* past the model's positions (tiny: 4096) */
+	tool_run(&r, "HACCEL_RUN", model, "--prompt", "hi", "-n", "1000000", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "--max-new 1000000") &&
+		    strstr(r.err, "max_position_embeddings 4096") && strstr(r.err, "--max-seq"));
+	KTAP_EXPECT_EQ(r.out[0], '\0');
+	tool_run(&r, "HACCEL_RUN", model, "--prompt", "hi", "--max-seq", "5000", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err,
+			   "--max-seq 5000: beyond the model's max_position_embeddings 4096") != NULL);
+	tool_run(&r, "HACCEL_RUN", model, "--prompt", "hi", "--max-seq", "4096", "-n", "1",
+		 "--json", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	/* a directory as --batch */
+	tool_run(&r, "HACCEL_RUN", model, "--batch", dir, NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "Is a directory") != NULL);
+	KTAP_EXPECT(strstr(r.err, "no prompts") == NULL);
+	/* --tokens with an empty element */
+	tool_run(&r, "HACCEL_RUN", model, "--tokens", "1,2,", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	tool_run(&r, "HACCEL_RUN", model, "--tokens", "1,,2", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	/* the model directory named once */
+	snprintf(bad, sizeof(bad), "%s/bad", dir);
+	tool_run(&r, "HACCEL_CTL", "model", "init", "--preset", "tiny", "--out", bad, NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+	snprintf(cfg, sizeof(cfg), "bad/config.json");
+	text = slurp(dir, cfg);
+	at = strstr(text, "\"hidden_size\": 64");
+	KTAP_ASSERT(at != NULL);
+	at[strlen("\"hidden_size\": 6")] = '5';
+	test_put(dir, cfg, text);
+	free(text);
+	tool_run(&r, "HACCEL_RUN", bad, "--prompt", "hi", NULL);
+	ktap_diag("%s", r.err);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT_EQ(test_count_of(r.err, "/bad"), 1);
+	tool_run(&r, "HACCEL_RUN", "./no-such-model", "--prompt", "a", NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT_EQ(test_count_of(r.err, "no-such-model"), 1);
+	/* option errors in the tool's words; -V */
+	tool_run(&r, "HACCEL_RUN", model, "--bogus", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "haccel-run: unknown option '--bogus'") != NULL);
+	tool_run(&r, "HACCEL_RUN", model, "--prompt", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "haccel-run: option '--prompt' needs a value") != NULL);
+	tool_run(&r, "HACCEL_RUN", model, "--prompt", "a", "--chunk", "100000", NULL);
+	KTAP_EXPECT(strstr(r.err, "bad value '100000' for --chunk (1..65536)") != NULL);
+	tool_run(&r, "HACCEL_RUN", "-V", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	KTAP_EXPECT(!strncmp(r.out, "haccel-run ", 11) && strstr(r.out, haccel_version_string()));
+	tool_run(&r, "HACCEL_RUN", "--version", "--json", NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	j = js(&r);
+	KTAP_EXPECT(json_is_string(json_object_get(j, "haccel_run")));
+	json_decref(j);
+	teardown();
+}
+
 static void t_run_usage_errors(void)
 {
 	setup();
@@ -367,6 +587,10 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_run_sampling_seeds),
 	KTAP_CASE(t_run_max_seq),
 	KTAP_CASE(t_run_usage_errors),
+	KTAP_CASE(t_model_init_force_and_seed),
+	KTAP_CASE(t_run_write_errors),
+	KTAP_CASE(t_run_text_escapes),
+	KTAP_CASE(t_run_checked_early),
 };
 
 int main(int argc, char **argv)

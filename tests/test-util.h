@@ -255,4 +255,46 @@ static inline void tool_run(struct tool_result *r, const char *env, ...)
 	tool_run_argv(r, argv, 0);
 }
 
+/*
+ * As tool_run, but with standard output opened on out_path (/dev/full:
+ * every write to it fails) instead of kept: r->out is left empty. Status
+ * 126: out_path could not be opened.
+ */
+static inline void tool_run_out(struct tool_result *r, const char *out_path, const char *env, ...)
+{
+	char errpath[] = "/tmp/haccel-test-err-XXXXXX";
+	const char *tool = getenv(env);
+	const char *argv[32];
+	va_list ap;
+	int efd, st;
+	pid_t pid;
+
+	if (!tool)
+		ktap_skip("%s not set: run through make check", env);
+	va_start(ap, env);
+	tool_argv(argv, tool, ap);
+	va_end(ap);
+	efd = mkstemp(errpath);
+	KTAP_ASSERT(efd >= 0);
+	unlink(errpath);
+	pid = fork();
+	KTAP_ASSERT(pid >= 0);
+	if (pid == 0) {
+		int ofd = open(out_path, O_WRONLY | O_CLOEXEC);
+
+		if (ofd < 0)
+			_exit(126);
+		dup2(ofd, STDOUT_FILENO);
+		dup2(efd, STDERR_FILENO);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	waitpid(pid, &st, 0);
+	lseek(efd, 0, SEEK_SET);
+	test_drain(efd, r->err, sizeof(r->err));
+	close(efd);
+	r->out[0] = '\0';
+	r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 #endif /* HACCEL_TESTS_TEST_UTIL_H */

@@ -1,16 +1,21 @@
 // SPDX-License-Identifier: MIT
-/* haccel-ctl and haccel-bench: help, usage errors, JSON output, doctor on a fixture sysfs tree, driver status/quota/clients without haccel.ko and on fixture trees, bench stream --device without a GPU, bench decode --trace without libcupti, bench kernels --only and its indexer shape options. */
+/* haccel-ctl and haccel-bench: help, usage errors, option errors, write errors on stdout, JSON output, doctor on a fixture sysfs tree, driver status/quota/clients without haccel.ko and on fixture trees, bench pools --quick and its options, bench stream --create (refusals, temporary file, signals, progress), --device without a GPU, bench decode --trace without libcupti, bench kernels --only and its indexer shape options. */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <jansson.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -51,6 +56,64 @@ static void t_ctl_help_and_usage(void)
 	run(&r, "HACCEL_CTL", "version", "extra", NULL);
 	KTAP_EXPECT_EQ(r.status, 2);
 	KTAP_EXPECT(strstr(r.err, "unexpected argument 'extra'") != NULL);
+	/* the tool's own words, prefixed with its name (and the command's) */
+	run(&r, "HACCEL_CTL", "--bogus", NULL);
+	KTAP_EXPECT(strstr(r.err, "haccel-ctl: unknown option '--bogus'") != NULL);
+	KTAP_EXPECT(strstr(r.err, "unrecognized") == NULL);
+	run(&r, "HACCEL_CTL", "weights", "inspect", "x", "--bogus", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "haccel-ctl: weights: unknown option '--bogus'") != NULL);
+	run(&r, "HACCEL_CTL", "weights", "inspect", "x", "--limit", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "haccel-ctl: weights: option '--limit' needs a value") != NULL);
+	run(&r, "HACCEL_CTL", "model", "init", "-x", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "haccel-ctl: model: unknown option '-x'") != NULL);
+	run(&r, "HACCEL_CTL", "driver", "status", "--json=yes", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "haccel-ctl: driver: option '--json' takes no value") != NULL);
+	KTAP_EXPECT(strstr(r.err, "unrecognized") == NULL && strstr(r.err, "requires") == NULL &&
+		    strstr(r.err, "doesn't allow") == NULL);
+}
+
+/* A write error on stdout (here /dev/full) fails the command, saying so. */
+static void expect_write_error(const char *tool)
+{
+	char want[128];
+
+	snprintf(want, sizeof(want), "%s: write error on standard output: %s", tool,
+		 strerror(ENOSPC));
+	if (r.status != 1 || !strstr(r.err, want))
+		ktap_fail_at(__FILE__, __LINE__, "exit %d, want 1 with '%s' (%s)", r.status, want,
+			     r.err);
+}
+
+static void t_stdout_write_errors(void)
+{
+	if (access("/dev/full", W_OK))
+		ktap_skip("no /dev/full here");
+	tool_run_out(&r, "/dev/full", "HACCEL_CTL", "version", "--json", NULL);
+	expect_write_error("haccel-ctl");
+	tool_run_out(&r, "/dev/full", "HACCEL_CTL", "version", NULL);
+	expect_write_error("haccel-ctl");
+	tool_run_out(&r, "/dev/full", "HACCEL_CTL", "doctor", NULL);
+	expect_write_error("haccel-ctl");
+	tool_run_out(&r, "/dev/full", "HACCEL_CTL", "--help", NULL);
+	expect_write_error("haccel-ctl");
+	tool_run_out(&r, "/dev/full", "HACCEL_BENCH", "--version", "--json", NULL);
+	expect_write_error("haccel-bench");
+	tool_run_out(&r, "/dev/full", "HACCEL_BENCH", "--json", "pools", "--quick", "--rounds", "1",
+		     "--seconds", "0.01", NULL);
+	expect_write_error("haccel-bench");
+	tool_run_out(&r, "/dev/full", "HACCEL_BENCH", "pools", "--quick", "--rounds", "1",
+		     "--seconds", "0.01", NULL);
+	expect_write_error("haccel-bench");
+	tool_run_out(&r, "/dev/full", "HACCEL_RUN", "--version", NULL);
+	expect_write_error("haccel-run");
+	/* a usage error stays one when nothing was written */
+	tool_run_out(&r, "/dev/full", "HACCEL_CTL", "frobnicate", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "write error") == NULL);
 }
 
 static void t_ctl_version(void)
@@ -64,7 +127,8 @@ static void t_ctl_version(void)
 	KTAP_ASSERT_EQ(r.status, 0);
 	j = parse(&r);
 	KTAP_ASSERT(j);
-	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(j, "libhaccel")), haccel_version_string()));
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(j, "libhaccel")),
+			    haccel_version_string()));
 	KTAP_EXPECT_EQ(json_integer_value(json_object_get(j, "libhaccel_num")), HACCEL_VERSION);
 	json_decref(j);
 	run(&r, "HACCEL_CTL", "--version", NULL);
@@ -245,10 +309,13 @@ static void t_ctl_driver_absent(void)
 	run(&r, "HACCEL_CTL", "driver", "status", NULL);
 	ktap_diag("%s", r.out);
 	KTAP_EXPECT_EQ(r.status, 1);
-	KTAP_EXPECT(strstr(r.out, "haccel.ko      not loaded: haccel.ko is not loaded (no /sys/module/haccel)") != NULL);
+	/* "not loaded" once, with the library's reason after it */
+	KTAP_EXPECT(strstr(r.out, "haccel.ko      not loaded (no /sys/module/haccel)\n") != NULL);
+	KTAP_EXPECT_EQ(test_count_of(r.out, "not loaded"), 1);
 	KTAP_EXPECT(strstr(r.out, "ABI            library 1.0") != NULL);
 	KTAP_EXPECT(strstr(r.out, "with mlock (provider user)") != NULL);
 	KTAP_EXPECT(strstr(r.err, "haccel.ko is not loaded") != NULL);
+	KTAP_EXPECT_EQ(test_count_of(r.err, "haccel.ko"), 1);
 	run(&r, "HACCEL_CTL", "driver", "status", "--json", NULL);
 	KTAP_EXPECT_EQ(r.status, 1);
 	j = parse(&r);
@@ -331,10 +398,11 @@ static void t_ctl_driver_doctor_agree(void)
 	json_decref(d);
 	run(&r, "HACCEL_CTL", "driver", "status", NULL);
 #ifdef HAVE_LIBDRM
-	KTAP_EXPECT(strstr(r.out, "haccel.ko      loaded, not usable by this process: haccel.ko is loaded, but its render node /dev/dri/renderD129 cannot be opened") != NULL);
+	KTAP_EXPECT(strstr(r.out, "haccel.ko      loaded, not usable by this process: its render node /dev/dri/renderD129 cannot be opened") != NULL);
 #else
-	KTAP_EXPECT(strstr(r.out, "haccel.ko      loaded, not usable by this process: haccel.ko is loaded, but this libhaccel was built without libdrm") != NULL);
+	KTAP_EXPECT(strstr(r.out, "haccel.ko      loaded, not usable by this process: this libhaccel was built without libdrm") != NULL);
 #endif
+	KTAP_EXPECT_EQ(test_count_of(r.out, "is loaded"), 0);
 	run(&r, "HACCEL_CTL", "doctor", NULL);
 	KTAP_EXPECT(strstr(r.out, "unusable") && strstr(r.out, "render node /dev/dri/renderD129, not usable"));
 	/* Loaded per sysfs, but there is no debugfs in the tree. */
@@ -430,6 +498,102 @@ static void t_bench_pools_quick(void)
 	run(&r, "HACCEL_BENCH", "pools", "--quick", NULL);
 	KTAP_EXPECT_EQ(r.status, 0);
 	KTAP_EXPECT(strstr(r.out, "KV page alloc+free") && strstr(r.out, "memcpy ceiling"));
+}
+
+/* --quick sets the defaults; options given explicitly apply over them,
+ * before or after it. A bad value names its own option and the range. */
+static void t_bench_pools_options(void)
+{
+	json_t *j;
+
+	run(&r, "HACCEL_BENCH", "--json", "pools", "--rounds", "2", "--quick", "--seconds", "0.01",
+	    "--state-heads", "4", NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+	j = parse(&r);
+	KTAP_ASSERT(j);
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(j, "rounds")), 2);
+	KTAP_EXPECT(json_real_value(json_object_get(j, "seconds_per_round")) == 0.01);
+	KTAP_EXPECT_EQ(json_array_size(json_object_get(j, "alloc_free")), 2);
+	KTAP_EXPECT_EQ(json_integer_value(json_object_get(json_object_get(j, "state_checkpoint"),
+							  "heads")), 4);
+	json_decref(j);
+	run(&r, "HACCEL_BENCH", "pools", "--state-layers", "0", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err,
+			   "haccel-bench: pools: bad value '0' for --state-layers (1..256)") != NULL);
+	run(&r, "HACCEL_BENCH", "pools", "--state-heads", "999", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "bad value '999' for --state-heads (1..256)") != NULL);
+	run(&r, "HACCEL_BENCH", "pools", "--quick", "--cpu", "x", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "bad value 'x' for --cpu") != NULL);
+	/* lists with an empty element, as haccel-run's --tokens */
+	static const char *const lists[] = { "1,,2", "1,2,", ",1", "" };
+	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+		run(&r, "HACCEL_BENCH", "pools", "--quick", "--sizes", lists[i], NULL);
+		if (r.status != 2 || !strstr(r.err, "for --sizes (at most 16"))
+			ktap_fail_at(__FILE__, __LINE__, "--sizes '%s': exit %d (%s)", lists[i],
+				     r.status, r.err);
+	}
+	run(&r, "HACCEL_BENCH", "decode", "model", "--batch", "1,,2", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "bad --batch '1,,2'") != NULL);
+	run(&r, "HACCEL_BENCH", "decode", "model", "--batch", "4,", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	run(&r, "HACCEL_BENCH", "pools", "--s", "1", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "haccel-bench: pools: option '--s' is ambiguous") != NULL);
+}
+
+/* Option errors in the tool's words, prefixed "haccel-bench: BENCHMARK:". */
+static void t_bench_option_errors(void)
+{
+	json_t *j;
+
+	run(&r, "HACCEL_BENCH", "stream", "x", "--bogus", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "haccel-bench: stream: unknown option '--bogus'") != NULL);
+	KTAP_EXPECT(strstr(r.err, "unrecognized") == NULL);
+	run(&r, "HACCEL_BENCH", "stream", "x", "--repeat", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "haccel-bench: stream: option '--repeat' needs a value") != NULL);
+	run(&r, "HACCEL_BENCH", "stream", "x", "y", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "stream: unexpected argument 'y'") != NULL);
+	run(&r, "HACCEL_BENCH", "pools", "-z", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "haccel-bench: pools: unknown option '-z'") != NULL);
+	run(&r, "HACCEL_BENCH", "kernels", "extra", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "haccel-bench: kernels: unexpected argument 'extra'") != NULL);
+	run(&r, "HACCEL_BENCH", "decode", "model", "other", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "decode: unexpected argument 'other'") != NULL);
+	/* the limits, said */
+	run(&r, "HACCEL_BENCH", "stream", "x", "--create", "1K", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "bad value '1K' for --create (a size of at least 4096 bytes") != NULL);
+	run(&r, "HACCEL_BENCH", "stream", "x", "--chunk", "100000", NULL);
+	KTAP_EXPECT_EQ(r.status, 2);
+	KTAP_EXPECT(strstr(r.err, "bad value '100000' for --chunk (a multiple of 4096 from 64K to 256M)") != NULL);
+	run(&r, "HACCEL_BENCH", "stream", "x", "--repeat", "65", NULL);
+	KTAP_EXPECT(strstr(r.err, "bad value '65' for --repeat (1..64)") != NULL);
+	/* --version with --json, before or after it */
+	run(&r, "HACCEL_BENCH", "--version", "--json", NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+	j = parse(&r);
+	KTAP_ASSERT(j);
+	KTAP_EXPECT(!strcmp(json_string_value(json_object_get(j, "libhaccel")),
+			    haccel_version_string()));
+	KTAP_EXPECT(json_is_string(json_object_get(j, "haccel_bench")));
+	json_decref(j);
+	run(&r, "HACCEL_BENCH", "-j", "-V", NULL);
+	KTAP_ASSERT_EQ(r.status, 0);
+	j = parse(&r);
+	KTAP_EXPECT(j != NULL);
+	json_decref(j);
+	run(&r, "HACCEL_BENCH", "--version", NULL);
+	KTAP_EXPECT(!strncmp(r.out, "haccel-bench ", 13));
 }
 
 static void t_bench_usage_errors(void)
@@ -586,9 +750,244 @@ static void t_bench_kernels_dsa_shape(void)
 	KTAP_EXPECT(strstr(r.err, "unknown option '--context'") != NULL);
 }
 
+/* The entries of dir (not . and ..), their names joined by spaces in ls. */
+static int dir_entries(const char *dir, char *ls, size_t len)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	ls[0] = '\0';
+	KTAP_ASSERT(d != NULL);
+	while ((e = readdir(d)) != NULL) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(ls + strlen(ls), len - strlen(ls), "%s%s", n ? " " : "", e->d_name);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * stream --create: a SIZE whose header would pass the safetensors limit, or
+ * more than the file system has free, is refused at once (no file made,
+ * nothing allocated: 99999T once ate all memory), and an existing file is
+ * kept.
+ */
+static void t_bench_stream_create_refused(void)
+{
+	char dir[] = "./haccel-create-XXXXXX", path[600], size[64], ls[512], keep[8] = "";
+	struct statvfs vfs;
+	uint64_t avail;
+	int fd;
+
+	KTAP_ASSERT(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/c.safetensors", dir);
+	run(&r, "HACCEL_BENCH", "stream", path, "--create", "99999T", NULL);
+	ktap_diag("%s", r.err);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "haccel-bench: stream: --create 99999T: its header would pass the safetensors header limit of 100000000 bytes") != NULL);
+	KTAP_EXPECT_EQ(dir_entries(dir, ls, sizeof(ls)), 0);
+
+	KTAP_ASSERT_EQ(statvfs(dir, &vfs), 0);
+	avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+	if (avail < (30ull << 40)) {
+		/* 2 GiB more than there is: both numbers said */
+		snprintf(size, sizeof(size), "%lluG", (unsigned long long)(avail >> 30) + 2);
+		run(&r, "HACCEL_BENCH", "stream", path, "--create", size, NULL);
+		ktap_diag("%s", r.err);
+		KTAP_EXPECT_EQ(r.status, 1);
+		KTAP_EXPECT(strstr(r.err, "--create ") && strstr(r.err, ": needs ") &&
+			    strstr(r.err, "but the file system of") && strstr(r.err, " bytes (") &&
+			    strstr(r.err, " free"));
+		KTAP_EXPECT_EQ(dir_entries(dir, ls, sizeof(ls)), 0);
+	}
+
+	test_put(dir, "c.safetensors", "keep");
+	run(&r, "HACCEL_BENCH", "stream", path, "--create", "4096", NULL);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "already exists") != NULL);
+	fd = open(path, O_RDONLY);
+	KTAP_ASSERT(fd >= 0);
+	KTAP_EXPECT_EQ(read(fd, keep, sizeof(keep)), 4);
+	close(fd);
+	KTAP_EXPECT(!strcmp(keep, "keep"));
+	KTAP_EXPECT_EQ(dir_entries(dir, ls, sizeof(ls)), 1);
+	KTAP_EXPECT_EQ(test_rmtree(dir), 0);
+}
+
+/*
+ * stream --create writes PATH.tmp-XXXXXX beside PATH and renames it when
+ * complete: a SIGINT or SIGTERM while it writes leaves nothing behind, and
+ * ends the run as the signal would.
+ */
+static void t_bench_stream_create_signal(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM };
+	const char *tool = getenv("HACCEL_BENCH");
+	char dir[] = "./haccel-create-XXXXXX", path[600], ls[512];
+
+	if (!tool)
+		ktap_skip("HACCEL_BENCH not set: run through make check");
+	KTAP_ASSERT(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/c.safetensors", dir);
+	for (size_t k = 0; k < sizeof(sigs) / sizeof(sigs[0]); k++) {
+		int st, seen = 0;
+		pid_t pid = fork();
+
+		KTAP_ASSERT(pid >= 0);
+		if (pid == 0) {
+			int null = open("/dev/null", O_RDWR);
+
+			dup2(null, STDOUT_FILENO);
+			dup2(null, STDERR_FILENO);
+			signal(SIGINT, SIG_DFL);
+			signal(SIGTERM, SIG_DFL);
+			execl(tool, tool, "stream", path, "--create", "256M", "--warm", "--repeat",
+			      "1", "--allow-unpinned", (char *)NULL);
+			_exit(127);
+		}
+		/* Signalled as soon as its temporary file is there. */
+		for (int i = 0; i < 10000 && !seen; i++) {
+			seen = dir_entries(dir, ls, sizeof(ls)) == 1 &&
+			       !strncmp(ls, "c.safetensors.tmp-", 18);
+			if (!seen)
+				usleep(1000);
+		}
+		kill(pid, seen ? sigs[k] : SIGKILL);
+		waitpid(pid, &st, 0);
+		if (!seen)
+			ktap_fail_at(__FILE__, __LINE__, "no c.safetensors.tmp-XXXXXX seen (%s)",
+				     ls);
+		if (access(path, F_OK) == 0)
+			ktap_skip("the write finished before the signal came");
+		KTAP_EXPECT(WIFSIGNALED(st) && WTERMSIG(st) == sigs[k]);
+		if (dir_entries(dir, ls, sizeof(ls)))
+			ktap_fail_at(__FILE__, __LINE__, "left behind after signal %d: %s",
+				     sigs[k], ls);
+	}
+	KTAP_EXPECT_EQ(test_rmtree(dir), 0);
+}
+
+/*
+ * stream --create shows its progress on a terminal (as the loader's
+ * progress does); the file is in place once written, and stream's stdout
+ * is line-buffered: its first line reaches a pipe while the run goes on.
+ * Then a load whose staging buffers cannot be locked names --allow-unpinned,
+ * not the library's flag.
+ */
+static void t_bench_stream_create_progress(void)
+{
+	const char *tool = getenv("HACCEL_BENCH");
+	char dir[] = "./haccel-create-XXXXXX", path[600], ls[512], line[4096] = "", tty[4096] = "";
+	const char *argv[12];
+	struct rlimit rl, low;
+	struct stat sb;
+	struct pollfd pf;
+	size_t got = 0;
+	int pout[2], master, st, running;
+	pid_t pid;
+
+	if (!tool)
+		ktap_skip("HACCEL_BENCH not set: run through make check");
+	master = posix_openpt(O_RDWR | O_NOCTTY);
+	if (master < 0 || grantpt(master) || unlockpt(master))
+		ktap_skip("no pseudo-terminal: %s", strerror(errno));
+	KTAP_ASSERT(mkdtemp(dir) != NULL);
+	KTAP_ASSERT_EQ(chmod(dir, 0755), 0);
+	snprintf(path, sizeof(path), "%s/c.safetensors", dir);
+	KTAP_ASSERT(pipe(pout) == 0);
+	pid = fork();
+	KTAP_ASSERT(pid >= 0);
+	if (pid == 0) {
+		int slave = open(ptsname(master), O_RDWR | O_NOCTTY);
+
+		if (slave < 0)
+			_exit(126);
+		dup2(pout[1], STDOUT_FILENO);
+		dup2(slave, STDERR_FILENO);
+		close(pout[0]);
+		close(master);
+		/* cold: the disk-ceiling sweep takes many seconds */
+		execl(tool, tool, "stream", path, "--create", "8M", "--cold", "--repeat", "1",
+		      "--probe-seconds", "1", (char *)NULL);
+		_exit(127);
+	}
+	close(pout[1]);
+	pf.fd = pout[0];
+	pf.events = POLLIN;
+	while (!strchr(line, '\n') && got < sizeof(line) - 1 && poll(&pf, 1, 10000) == 1) {
+		ssize_t n = read(pout[0], line + got, sizeof(line) - 1 - got);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		line[got] = '\0';
+	}
+	running = waitpid(pid, &st, WNOHANG) == 0;
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	close(pout[0]);
+	got = 0;
+	pf.fd = master;
+	while (got < sizeof(tty) - 1 && poll(&pf, 1, 1000) == 1) {
+		ssize_t n = read(master, tty + got, sizeof(tty) - 1 - got);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		tty[got] = '\0';
+	}
+	close(master);
+	ktap_diag("stdout: %s", line);
+	ktap_diag("tty: %s", tty);
+	KTAP_EXPECT(strchr(line, '\n') && strstr(line, "haccel-bench stream: ") && running);
+	KTAP_EXPECT(strstr(tty, "haccel-bench: stream: --create: writing 0.01 / 0.01 GB") != NULL);
+	KTAP_EXPECT(stat(path, &sb) == 0 && sb.st_size > (8 << 20));
+	KTAP_EXPECT_EQ(dir_entries(dir, ls, sizeof(ls)), 1);
+
+	/* Not on a terminal: no progress at all. */
+	run(&r, "HACCEL_BENCH", "stream", path, "--warm", "--repeat", "1", "--allow-unpinned",
+	    NULL);
+	KTAP_EXPECT_EQ(r.status, 0);
+	KTAP_EXPECT(strstr(r.err, "writing") == NULL);
+
+	/* As an ordinary user (root's CAP_IPC_LOCK ignores the limit), with
+	 * 64 KiB of RLIMIT_MEMLOCK: the cold load's staging cannot be locked. */
+	KTAP_ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &rl), 0);
+	low = rl;
+	low.rlim_cur = 64 << 10;
+	KTAP_ASSERT_EQ(setrlimit(RLIMIT_MEMLOCK, &low), 0);
+	argv[0] = tool;
+	argv[1] = "stream";
+	argv[2] = path;
+	argv[3] = "--cold";
+	argv[4] = "--repeat";
+	argv[5] = "1";
+	argv[6] = "--ceiling";
+	argv[7] = "1,1M";
+	argv[8] = "--probe-seconds";
+	argv[9] = "0.05";
+	argv[10] = NULL;
+	tool_run_argv(&r, argv, geteuid() == 0 ? 65534 : 0);
+	KTAP_ASSERT_EQ(setrlimit(RLIMIT_MEMLOCK, &rl), 0);
+	ktap_diag("%s", r.err);
+	KTAP_EXPECT_EQ(test_rmtree(dir), 0);
+	if (r.status == 0)
+		ktap_skip("the staging buffers were locked under a 64 KiB RLIMIT_MEMLOCK");
+	if (!strstr(r.err, "staging"))
+		ktap_skip("the load did not run as an ordinary user (exit %d)", r.status);
+	KTAP_EXPECT_EQ(r.status, 1);
+	KTAP_EXPECT(strstr(r.err, "(--allow-unpinned loads through unpinned, unregistered staging instead)") != NULL);
+	KTAP_EXPECT(strstr(r.err, "HACCEL_HOSTMEM_ALLOW_UNPINNED") == NULL);
+	KTAP_EXPECT(strstr(r.err, "hostmem_flags") == NULL);
+}
+
 static const struct ktap_case cases[] = {
 	KTAP_CASE(t_ctl_help_and_usage),
 	KTAP_CASE(t_ctl_version),
+	KTAP_CASE(t_stdout_write_errors),
 	KTAP_CASE(t_ctl_doctor_this_node),
 	KTAP_CASE(t_ctl_doctor_fixture_sysfs),
 	KTAP_CASE(t_ctl_doctor_driver_installed),
@@ -597,7 +996,12 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_ctl_driver_doctor_agree),
 	KTAP_CASE(t_ctl_driver_clients_fixture),
 	KTAP_CASE_TIMEOUT(t_bench_pools_quick, 120),
+	KTAP_CASE(t_bench_pools_options),
+	KTAP_CASE(t_bench_option_errors),
 	KTAP_CASE(t_bench_usage_errors),
+	KTAP_CASE(t_bench_stream_create_refused),
+	KTAP_CASE(t_bench_stream_create_signal),
+	KTAP_CASE(t_bench_stream_create_progress),
 	KTAP_CASE(t_bench_stream_device),
 	KTAP_CASE(t_bench_decode_trace),
 	KTAP_CASE(t_bench_kernels_only),

@@ -818,6 +818,11 @@ int bench_kernels(int argc, char **argv, int json)
 		} else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
 			char *s = argv[++i], *tok;
 
+			if (tool_list_has_empty(s)) {
+				tool_err("kernels: bad --only '%s' (comma-separated names, none empty)",
+					 s);
+				return EXIT_USAGE;
+			}
 			memset(want, 0, sizeof(want));
 			for (tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
 				unsigned int k = 0;
@@ -834,6 +839,10 @@ int bench_kernels(int argc, char **argv, int json)
 		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			kusage(stdout);
 			return EXIT_OK;
+		} else if (argv[i][0] != '-') {
+			tool_err("kernels: unexpected argument '%s'", argv[i]);
+			kusage(stderr);
+			return EXIT_USAGE;
 		} else {
 			tool_err("kernels: unknown option '%s'", argv[i]);
 			kusage(stderr);
@@ -1089,6 +1098,12 @@ int bench_model(int argc, char **argv, int json, bool prefill)
 			trace = true;
 		} else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
 			char *s = argv[++i], *tok;
+
+			if (tool_list_has_empty(s)) {
+				tool_err("%s: bad --batch '%s' (comma-separated sizes, each 1..4096, none empty)",
+					 what, s);
+				return EXIT_USAGE;
+			}
 			nb = 0;
 			for (tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
 				if (nb == 16) {
@@ -1115,6 +1130,11 @@ int bench_model(int argc, char **argv, int json, bool prefill)
 			return EXIT_USAGE;
 		} else if (argv[i][0] != '-' && !dir) {
 			dir = argv[i];
+		} else if (argv[i][0] != '-') {
+			tool_err("%s: unexpected argument '%s' (give one MODEL_DIR)", what,
+				 argv[i]);
+			dusage(stderr, what);
+			return EXIT_USAGE;
 		} else {
 			tool_err("%s: unknown option '%s'", what, argv[i]);
 			dusage(stderr, what);

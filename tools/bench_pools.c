@@ -51,15 +51,18 @@ static void usage(FILE *f)
 		"Usage: haccel-bench [--json] pools [OPTIONS]\n"
 		"\n"
 		"Options:\n"
-		"  --pages N        pages in the alloc/free pool (default 100000)\n"
-		"  --sizes LIST     request sizes in pages, comma-separated\n"
+		"  --pages N        pages in the alloc/free pool, up to 2^30 (default 100000)\n"
+		"  --sizes LIST     request sizes in pages, comma-separated, at most 16\n"
 		"                   (default 10,50,100,500,1000)\n"
-		"  --seconds S      time per round (default 0.25)\n"
+		"  --seconds S      time per round, up to 60 (default 0.25)\n"
 		"  --rounds N       rounds per figure, median reported (default 7, max 64)\n"
-		"  --state-layers N KDA layers in a state slot (default 20)\n"
-		"  --state-heads N  heads per KDA layer (default 32, dk = dv = 128)\n"
+		"  --state-layers N KDA layers in a state slot, 1..256 (default 20)\n"
+		"  --state-heads N  heads per KDA layer, 1..256 (default 32, dk = dv = 128)\n"
 		"  --cpu N          pin to CPU N (default: the CPU it starts on)\n"
-		"  --quick          small, short run (a smoke test, not a measurement)\n"
+		"  --quick          small, short run (a smoke test, not a measurement):\n"
+		"                   10000 pages, sizes 10,100, 3 rounds of 0.02 s, 2 state\n"
+		"                   layers of 8 heads; options given too apply over these,\n"
+		"                   before or after --quick\n"
 		"  -j, --json       JSON on stdout\n"
 		"  -h, --help       this help\n");
 }
@@ -68,6 +71,8 @@ static int parse_sizes(const char *s, struct opts *o)
 {
 	char buf[256], *tok, *save = NULL;
 
+	if (strlen(s) >= sizeof(buf) || tool_list_has_empty(s))
+		return -EINVAL;
 	snprintf(buf, sizeof(buf), "%s", s);
 	o->n_sizes = 0;
 	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -77,6 +82,29 @@ static int parse_sizes(const char *s, struct opts *o)
 		o->n_sizes++;
 	}
 	return o->n_sizes ? 0 : -EINVAL;
+}
+
+/* The defaults, or --quick's: a small, short run. */
+static void defaults(struct opts *o, int quick)
+{
+	*o = (struct opts){
+		.pages = 100000, .sizes = { 10, 50, 100, 500, 1000 }, .n_sizes = 5,
+		.seconds = 0.25, .rounds = 7, .cpu = -1,
+		.state_layers = 20, .state_heads = 32, .state_dk = 128, .state_dv = 128,
+		.prompt_tokens = 4096, .cow_layers = 4,
+	};
+	if (!quick)
+		return;
+	o->pages = 10000;
+	o->sizes[0] = 10;
+	o->sizes[1] = 100;
+	o->n_sizes = 2;
+	o->seconds = 0.02;
+	o->rounds = 3;
+	o->state_layers = 2;
+	o->state_heads = 8;
+	o->prompt_tokens = 512;
+	o->cow_layers = 2;
 }
 
 static int parse(int argc, char **argv, struct opts *o, int *json)
@@ -96,63 +124,63 @@ static int parse(int argc, char **argv, struct opts *o, int *json)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *want = "";
 	uint64_t v;
 	char *end;
-	int c;
+	int c, quick = 0;
 
-	*o = (struct opts){
-		.pages = 100000, .sizes = { 10, 50, 100, 500, 1000 }, .n_sizes = 5,
-		.seconds = 0.25, .rounds = 7, .cpu = -1,
-		.state_layers = 20, .state_heads = 32, .state_dk = 128, .state_dv = 128,
-		.prompt_tokens = 4096, .cow_layers = 4,
-	};
-	optind = 1;
+	/* --quick sets the defaults, wherever it is: the options given
+	 * explicitly apply over them. A first pass looks for it alone. */
+	opterr = 0;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "jh", lo, NULL)) != -1)
+		if (c == O_QUICK)
+			quick = 1;
+	defaults(o, quick);
+	optind = 0;
 	while ((c = getopt_long(argc, argv, "jh", lo, NULL)) != -1) {
 		switch (c) {
 		case O_PAGES:
+			want = "1..1073741824";
 			if (tool_parse_u64(optarg, 1, 1u << 30, &o->pages))
 				goto bad;
 			break;
 		case O_SIZES:
+			want = "at most 16 comma-separated page counts, each 1..16777216";
 			if (parse_sizes(optarg, o))
 				goto bad;
 			break;
 		case O_SECONDS:
+			want = "more than 0, at most 60";
 			o->seconds = strtod(optarg, &end);
-			if (*end || !(o->seconds > 0 && o->seconds <= 60))
+			if (end == optarg || *end || !(o->seconds > 0 && o->seconds <= 60))
 				goto bad;
 			break;
 		case O_ROUNDS:
+			want = "1..64";
 			if (tool_parse_u64(optarg, 1, 64, &v))
 				goto bad;
 			o->rounds = (unsigned int)v;
 			break;
 		case O_CPU:
+			want = "a CPU number, 0..1023";
 			if (tool_parse_u64(optarg, 0, CPU_SETSIZE - 1, &v))
 				goto bad;
 			o->cpu = (int)v;
 			break;
 		case O_SLAYERS:
+			want = "1..256";
 			if (tool_parse_u64(optarg, 1, 256, &v))
 				goto bad;
 			o->state_layers = (uint32_t)v;
 			break;
 		case O_SHEADS:
+			want = "1..256";
 			if (tool_parse_u64(optarg, 1, 256, &v))
 				goto bad;
 			o->state_heads = (uint32_t)v;
 			break;
 		case O_QUICK:
-			o->pages = 10000;
-			o->sizes[0] = 10;
-			o->sizes[1] = 100;
-			o->n_sizes = 2;
-			o->seconds = 0.02;
-			o->rounds = 3;
-			o->state_layers = 2;
-			o->state_heads = 8;
-			o->prompt_tokens = 512;
-			o->cow_layers = 2;
 			break;
 		case 'j':
 			*json = 1;
@@ -161,6 +189,7 @@ static int parse(int argc, char **argv, struct opts *o, int *json)
 			usage(stdout);
 			return 1;
 		default:
+			tool_option_error("pools", argv, lo);
 			usage(stderr);
 			return -EINVAL;
 		}
@@ -177,7 +206,7 @@ static int parse(int argc, char **argv, struct opts *o, int *json)
 		}
 	return 0;
 bad:
-	tool_err("pools: bad value '%s' for --%s", optarg, lo[c - O_PAGES].name);
+	tool_err("pools: bad value '%s' for --%s (%s)", optarg, tool_option_name(lo, c), want);
 	return -EINVAL;
 }
 

@@ -36,13 +36,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <liburing.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -51,9 +56,15 @@
 #include "common.h"
 #include "haccel.h"
 #include "weights/stream.h"
+#include "weights/weights.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
 
 struct sopts {
 	const char *path;
+	const char *create_arg;     /* --create as given */
 	uint64_t create;
 	double probe_seconds;
 	unsigned int repeat;
@@ -74,17 +85,24 @@ static void usage(FILE *f)
 		"\n"
 		"Options:\n"
 		"  --create SIZE       first write a synthetic checkpoint of SIZE bytes at PATH\n"
-		"                      (K/M/G suffixes; refuses to overwrite an existing file)\n"
+		"                      (at least 4096; K/M/G/T suffixes): written beside it as\n"
+		"                      PATH.tmp-XXXXXX, renamed when complete, removed on a\n"
+		"                      failure or SIGINT/SIGTERM/SIGHUP; progress on stderr\n"
+		"                      when it is a terminal. Refused up front: an existing\n"
+		"                      PATH, a SIZE whose header would pass the safetensors\n"
+		"                      limit (100000000 bytes), or more than the free space\n"
+		"                      of PATH's file system\n"
 		"  --cold | --warm     only cold (page cache dropped) or warm runs (default both)\n"
-		"  --repeat N          runs per figure, median reported (default 3)\n"
-		"  --probe-seconds S   time per disk-ceiling probe (default 1.0)\n"
+		"  --repeat N          runs per figure, 1..64, median reported (default 3)\n"
+		"  --probe-seconds S   time per disk-ceiling probe, up to 60 (default 1.0)\n"
 		"  --ceiling QD,SIZE   measure the ceiling at this depth and block size only\n"
 		"                      (default: the best of a sweep over 1-64 x 1-16 MiB)\n"
-		"  --queue-depth N     loader reads in flight (default 32)\n"
-		"  --chunk SIZE        loader read size (default 4M); without either of these\n"
-		"                      two, warm loads into GPU memory take the loader's cap\n"
+		"  --queue-depth N     loader reads in flight, 1..4096 (default 32)\n"
+		"  --chunk SIZE        loader read size, a multiple of 4096 from 64K to 256M\n"
+		"                      (default 4M); without either of these two, warm\n"
+		"                      loads into GPU memory take the loader's cap\n"
 		"                      (2M reads, 8 in flight at that size)\n"
-		"  --threads N         loader threads (default 8)\n"
+		"  --threads N         loader threads, 1..256 (default 8)\n"
 		"  --verify            also check stored checksums during haccel loads\n"
 		"  --allow-unpinned    if the loader's staging buffers cannot be locked or\n"
 		"                      registered with io_uring (RLIMIT_MEMLOCK), use unpinned,\n"
@@ -111,103 +129,299 @@ static void fill_random(uint8_t *p, uint64_t n, uint64_t seed)
 		p[i] = (uint8_t)(x >> (8 * (i & 7)));
 }
 
-static int create_checkpoint(const char *path, uint64_t size)
-{
-	json_t *hdr = json_object(), *meta = json_object();
-	uint64_t off = 0, n_tensors = 0;
-	const uint64_t target_tensor = 48ull << 20;
-	char name[64], hex[17], *text = NULL;
-	uint8_t *buf = NULL;
-	int fd = -1, ret = -1;
+/* Tensors of uneven bf16 sizes around 48 MiB: offsets land anywhere. */
+#define CREATE_TENSOR (48ull << 20)
+#define CREATE_COLS (CREATE_TENSOR / 2 / 64)
+#define CREATE_MAX_TENSOR (97 * (CREATE_COLS + 4098) * 2)
 
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		tool_err("stream: --create %s: %s", path, strerror(errno));
+/* Tensor i of a checkpoint of size bytes, at data offset off: its rows and
+ * columns. false when none fits in what is left. */
+static bool tensor_shape(uint64_t i, uint64_t off, uint64_t size, uint64_t *rows, uint64_t *cols)
+{
+	uint64_t r = 1 + (i * 7919) % 97, c = CREATE_COLS + (i * 104729) % 4099;
+
+	if (off >= size)
+		return false;
+	if (r * c * 2 > size - off) {
+		c = (size - off) / 2 / r;
+		if (!c)
+			return false;
+	}
+	*rows = r;
+	*cols = c;
+	return true;
+}
+
+/* Append what fmt makes at *p, unless *p is NULL; returns its length. The
+ * longest piece, a tensor entry with five 20-digit numbers, is 165 bytes. */
+static uint64_t put(char **p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static uint64_t put(char **p, const char *fmt, ...)
+{
+	char tmp[192];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (*p) {
+		memcpy(*p, tmp, (size_t)n);
+		*p += n;
+	}
+	return (uint64_t)n;
+}
+
+/*
+ * The header (compact JSON) of a synthetic checkpoint of size bytes,
+ * written at dst, or only measured when dst is NULL; the checksums from
+ * sums, or zeros (the same length) when NULL. Stops as soon as it passes
+ * limit bytes. Returns its length; *n is the tensor count, *data the bytes
+ * they cover (when it stopped early: those measured so far).
+ */
+static uint64_t header_json(char *dst, uint64_t size, const uint64_t *sums, uint64_t limit,
+			    uint64_t *n, uint64_t *data)
+{
+	uint64_t len, off = 0, i, rows, cols;
+	char *p = dst;
+
+	len = put(&p, "{");
+	for (i = 0; len <= limit && tensor_shape(i, off, size, &rows, &cols); i++) {
+		uint64_t bytes = rows * cols * 2;
+
+		len += put(&p, "\"layers.%llu.weight\":{\"dtype\":\"BF16\",\"shape\":[%llu,%llu],"
+			       "\"data_offsets\":[%llu,%llu]},",
+			   (unsigned long long)i, (unsigned long long)rows,
+			   (unsigned long long)cols, (unsigned long long)off,
+			   (unsigned long long)(off + bytes));
+		off += bytes;
+	}
+	*n = i;
+	*data = off;
+	len += put(&p, "\"__metadata__\":{");
+	for (i = 0; len <= limit && i < *n; i++)
+		len += put(&p, "%s\"%slayers.%llu.weight\":\"%016llx\"", i ? "," : "",
+			   HACCEL_CHECKSUM_PREFIX, (unsigned long long)i,
+			   (unsigned long long)(sums ? sums[i] : 0));
+	len += put(&p, "}}");
+	return len;
+}
+
+/* The temporary file of --create, removed if a signal ends the run. */
+static volatile sig_atomic_t create_tmp_live;
+static char create_tmp[PATH_MAX + 16];
+
+static void create_signal(int sig)
+{
+	if (create_tmp_live)
+		unlink(create_tmp);
+	/* SA_RESETHAND restored the default: this ends the process. */
+	raise(sig);
+}
+
+/* rename(2) that refuses to replace an existing file. */
+static int rename_noreplace(const char *from, const char *to)
+{
+#ifdef SYS_renameat2
+	if (!syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE))
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -1;
+#endif
+	/* No RENAME_NOREPLACE here: link() refuses an existing name too. */
+	if (link(from, to))
+		return -1;
+	unlink(from);
+	return 0;
+}
+
+static int write_all(int fd, const void *p, uint64_t n, uint64_t off)
+{
+	for (uint64_t w = 0; w < n;) {
+		ssize_t r = pwrite(fd, (const char *)p + w, n - w > (1u << 30) ? 1u << 30 : n - w,
+				   (off_t)(off + w));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			if (!r)
+				errno = EIO;
+			return -1;
+		}
+		w += (uint64_t)r;
+	}
+	return 0;
+}
+
+/* "\rwriting 1.20 / 4.00 GB  1.10 GB/s  ETA 3 s" on a terminal, as the
+ * loader's progress (HACCEL_LOAD_PROGRESS) is shown; at most 4 a second. */
+static void create_progress(uint64_t done, uint64_t total, uint64_t t0, uint64_t *last, bool final)
+{
+	uint64_t t = tool_now_ns();
+	double secs = (double)(t - t0) / 1e9, rate = secs > 0 ? (double)done / secs : 0;
+
+	if (!final && t - *last < 250000000ull)
+		return;
+	*last = t;
+	fprintf(stderr, "\r%s: stream: --create: writing %.2f / %.2f GB  %.2f GB/s  ETA %.0f s   %s",
+		tool_name, (double)done / 1e9, (double)total / 1e9, rate / 1e9,
+		rate > 0 ? (double)(total - done) / rate : 0.0, final ? "\n" : "");
+	fflush(stderr);
+}
+
+/*
+ * Write a synthetic checkpoint of about size bytes at path (arg: --create's
+ * text, for messages). Refused before anything is allocated or written
+ * when the header would pass the safetensors limit or the file system
+ * lacks the space. Written to path.tmp-XXXXXX beside it and renamed into
+ * place when complete (never over an existing file); the temporary file is
+ * removed on any failure and on SIGINT, SIGTERM or SIGHUP. 0 or -1.
+ */
+static int create_checkpoint(const char *path, const char *arg, uint64_t size)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa, old[3];
+	sigset_t block, prev;
+	struct statvfs vfs;
+	struct stat sb;
+	char dir[PATH_MAX], b[2][32], *text = NULL, *slash;
+	uint64_t n, n2, data, data2, hlen, total, avail, *sums = NULL, done = 0, t0, last = 0;
+	uint8_t *buf = NULL, len8[8];
+	bool tty = isatty(STDERR_FILENO), shown = false;
+	mode_t mask;
+	int fd = -1, ret = -1, e;
+
+	if (lstat(path, &sb) == 0) {
+		tool_err("stream: --create: %s already exists (it is not overwritten)", path);
 		return -1;
 	}
-	/* Tensors of uneven bf16 sizes around 48 MiB: offsets land anywhere. */
-	while (off < size) {
-		uint64_t rows = 1 + (n_tensors * 7919) % 97;
-		uint64_t cols = (target_tensor / 2 / 64) + (n_tensors * 104729) % 4099;
-		uint64_t bytes = rows * cols * 2;
-		json_t *t;
+	if (strlen(path) >= PATH_MAX) {
+		tool_err("stream: --create: %s: %s", path, strerror(ENAMETOOLONG));
+		return -1;
+	}
+	/* Measured, not built: a SIZE too large is refused here. */
+	hlen = header_json(NULL, size, NULL, HACCEL__ST_MAX_HEADER, &n, &data);
+	if (hlen > HACCEL__ST_MAX_HEADER) {
+		tool_err("stream: --create %s: its header would pass the safetensors header limit of %u bytes (reached within its first %s); give a smaller SIZE",
+			 arg, HACCEL__ST_MAX_HEADER, tool_bytes(data, b[0], sizeof(b[0])));
+		return -1;
+	}
+	total = 8 + hlen + data;
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		slash[slash == dir] = '\0';
+	if (statvfs(dir, &vfs)) {
+		tool_err("stream: --create: %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+	if (total > avail) {
+		tool_err("stream: --create %s: needs %llu bytes (%s), but the file system of %s has %llu bytes (%s) free",
+			 arg, (unsigned long long)total, tool_bytes(total, b[0], sizeof(b[0])), dir,
+			 (unsigned long long)avail, tool_bytes(avail, b[1], sizeof(b[1])));
+		return -1;
+	}
 
-		if (off + bytes > size) {
-			cols = (size - off) / 2 / rows;
-			if (!cols)
-				break;
-			bytes = rows * cols * 2;
-		}
-		t = json_object();
-		snprintf(name, sizeof(name), "layers.%llu.weight", (unsigned long long)n_tensors);
-		json_object_set_new(t, "dtype", json_string("BF16"));
-		json_object_set_new(t, "shape", json_pack("[II]", (json_int_t)rows, (json_int_t)cols));
-		json_object_set_new(t, "data_offsets", json_pack("[II]", (json_int_t)off,
-								 (json_int_t)(off + bytes)));
-		json_object_set_new(hdr, name, t);
+	/* The temporary file and the handlers that remove it, with the
+	 * signals held off between its creation and its name being known. */
+	snprintf(create_tmp, sizeof(create_tmp), "%s.tmp-XXXXXX", path);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = create_signal;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESETHAND;
+	sigemptyset(&block);
+	for (int k = 0; k < 3; k++)
+		sigaddset(&block, sigs[k]);
+	sigprocmask(SIG_BLOCK, &block, &prev);
+	for (int k = 0; k < 3; k++) {
+		sigaction(sigs[k], NULL, &old[k]);
+		/* Ignored stays ignored (nohup). */
+		if (old[k].sa_handler != SIG_IGN)
+			sigaction(sigs[k], &sa, NULL);
+	}
+	fd = mkostemp(create_tmp, O_CLOEXEC);
+	e = errno;
+	if (fd >= 0)
+		create_tmp_live = 1;
+	sigprocmask(SIG_SETMASK, &prev, NULL);
+	if (fd < 0) {
+		tool_err("stream: --create: %s: %s", create_tmp, strerror(e));
+		goto out;
+	}
+	mask = umask(0);
+	umask(mask);
+	fchmod(fd, 0644 & ~mask);
+
+	buf = malloc(size < CREATE_MAX_TENSOR ? size : CREATE_MAX_TENSOR);
+	sums = calloc(n ? n : 1, sizeof(*sums));
+	text = malloc(hlen + 1);
+	if (!buf || !sums || !text) {
+		errno = ENOMEM;
+		goto io;
+	}
+	/* The tensors first, after room for the header, each hashed as it is
+	 * written; then the header, whose length does not depend on the
+	 * checksums. */
+	t0 = tool_now_ns();
+	for (uint64_t i = 0, off = 0, rows = 0, cols = 0; i < n; i++) {
+		uint64_t bytes;
+
+		tensor_shape(i, off, size, &rows, &cols);
+		bytes = rows * cols * 2;
+		fill_random(buf, bytes, i + 1);
+		sums[i] = XXH3_64bits(buf, bytes);
+		if (write_all(fd, buf, bytes, 8 + hlen + off))
+			goto io;
 		off += bytes;
-		n_tensors++;
+		done += bytes;
+		if (tty) {
+			create_progress(done, data, t0, &last, false);
+			shown = true;
+		}
 	}
-	buf = malloc(target_tensor * 2);
-	if (!buf)
-		goto out;
-	/* Checksums first (content is a function of the tensor index). */
-	off = 0;
-	for (uint64_t i = 0; i < n_tensors; i++) {
-		json_t *t;
-		uint64_t b, e;
-
-		snprintf(name, sizeof(name), "layers.%llu.weight", (unsigned long long)i);
-		t = json_object_get(hdr, name);
-		b = (uint64_t)json_integer_value(json_array_get(json_object_get(t, "data_offsets"), 0));
-		e = (uint64_t)json_integer_value(json_array_get(json_object_get(t, "data_offsets"), 1));
-		fill_random(buf, e - b, i + 1);
-		snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)XXH3_64bits(buf, e - b));
-		char key[96];
-		snprintf(key, sizeof(key), "%s%s", HACCEL_CHECKSUM_PREFIX, name);
-		json_object_set_new(meta, key, json_string(hex));
+	if (header_json(text, size, sums, UINT64_MAX, &n2, &data2) != hlen || n2 != n) {
+		errno = EPROTO;
+		goto io;
 	}
-	json_object_set_new(hdr, "__metadata__", meta);
-	meta = NULL;
-	text = json_dumps(hdr, JSON_COMPACT);
-	if (!text)
-		goto out;
-	uint64_t hlen = strlen(text);
-	uint8_t len8[8];
 	for (int i = 0; i < 8; i++)
 		len8[i] = (uint8_t)(hlen >> (8 * i));
-	if (write(fd, len8, 8) != 8 || write(fd, text, hlen) != (ssize_t)hlen)
+	if (write_all(fd, len8, 8, 0) || write_all(fd, text, hlen, 8) || fsync(fd))
 		goto io;
-	for (uint64_t i = 0; i < n_tensors; i++) {
-		json_t *t;
-		uint64_t b, e;
-
-		snprintf(name, sizeof(name), "layers.%llu.weight", (unsigned long long)i);
-		t = json_object_get(hdr, name);
-		b = (uint64_t)json_integer_value(json_array_get(json_object_get(t, "data_offsets"), 0));
-		e = (uint64_t)json_integer_value(json_array_get(json_object_get(t, "data_offsets"), 1));
-		fill_random(buf, e - b, i + 1);
-		for (uint64_t w = 0; w < e - b;) {
-			ssize_t r = write(fd, buf + w, e - b - w);
-			if (r <= 0)
-				goto io;
-			w += (uint64_t)r;
-		}
+	if (close(fd)) {
+		fd = -1;
+		goto io;
 	}
-	if (fsync(fd))
-		goto io;
+	fd = -1;
+	if (rename_noreplace(create_tmp, path)) {
+		e = errno;
+		if (shown)
+			fputc('\n', stderr);
+		tool_err("stream: --create: cannot rename %s to %s: %s", create_tmp, path,
+			 strerror(e));
+		unlink(create_tmp);
+		goto out;
+	}
+	if (tty)
+		create_progress(done, data, t0, &last, true);
 	ret = 0;
 	goto out;
 io:
-	tool_err("stream: writing %s: %s", path, strerror(errno));
-	unlink(path);
+	e = errno;
+	if (shown)
+		fputc('\n', stderr);
+	tool_err("stream: --create: writing %s: %s", create_tmp, strerror(e));
+	unlink(create_tmp);
 out:
+	create_tmp_live = 0;
 	if (fd >= 0)
 		close(fd);
+	for (int k = 0; k < 3; k++)
+		sigaction(sigs[k], &old[k], NULL);
 	free(text);
+	free(sums);
 	free(buf);
-	json_decref(meta);
-	json_decref(hdr);
 	return ret;
 }
 
@@ -738,6 +952,7 @@ static int parse(int argc, char **argv, struct sopts *o, int *json)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *want = "";
 	uint64_t v;
 	char *end;
 	int c, cold = 0, warm = 0;
@@ -745,11 +960,14 @@ static int parse(int argc, char **argv, struct sopts *o, int *json)
 	*o = (struct sopts){ .probe_seconds = 1.0, .repeat = 3, .qd = 32,
 			     .chunk = 4u << 20, .threads = 8 };
 	optind = 1;
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "jh", lo, NULL)) != -1) {
 		switch (c) {
 		case O_CREATE:
+			want = "a size of at least 4096 bytes, K/M/G/T suffixes";
 			if (tool_parse_size(optarg, &o->create) || o->create < 4096)
 				goto bad;
+			o->create_arg = optarg;
 			break;
 		case O_COLD:
 			cold = 1;
@@ -758,28 +976,34 @@ static int parse(int argc, char **argv, struct sopts *o, int *json)
 			warm = 1;
 			break;
 		case O_REPEAT:
+			want = "1..64";
 			if (tool_parse_u64(optarg, 1, 64, &v))
 				goto bad;
 			o->repeat = (unsigned int)v;
 			break;
 		case O_PROBE:
+			want = "seconds, more than 0, at most 60";
 			o->probe_seconds = strtod(optarg, &end);
-			if (*end || !(o->probe_seconds > 0 && o->probe_seconds <= 60))
+			if (end == optarg || *end ||
+			    !(o->probe_seconds > 0 && o->probe_seconds <= 60))
 				goto bad;
 			break;
 		case O_QD:
+			want = "1..4096";
 			if (tool_parse_u64(optarg, 1, 4096, &v))
 				goto bad;
 			o->qd = (uint32_t)v;
 			o->as_given = 1;
 			break;
 		case O_CHUNK:
+			want = "a multiple of 4096 from 64K to 256M";
 			if (tool_parse_size(optarg, &v) || v < (64u << 10) || v > (256u << 20) || v % 4096)
 				goto bad;
 			o->chunk = (uint32_t)v;
 			o->as_given = 1;
 			break;
 		case O_THREADS:
+			want = "1..256";
 			if (tool_parse_u64(optarg, 1, 256, &v))
 				goto bad;
 			o->threads = (uint32_t)v;
@@ -789,6 +1013,8 @@ static int parse(int argc, char **argv, struct sopts *o, int *json)
 			break;
 		case O_CEILING: {
 			char qd[32], *comma = strchr(optarg, ',');
+
+			want = "QD,SIZE: a depth of 1..1024, a multiple of 4096 from 4K to 256M";
 			if (!comma || (size_t)(comma - optarg) >= sizeof(qd))
 				goto bad;
 			memcpy(qd, optarg, (size_t)(comma - optarg));
@@ -802,6 +1028,7 @@ static int parse(int argc, char **argv, struct sopts *o, int *json)
 			break;
 		}
 		case O_DEVICE:
+			want = "host or cuda";
 			if (!strcmp(optarg, "cuda"))
 				o->cuda = 1;
 			else if (strcmp(optarg, "host"))
@@ -817,12 +1044,17 @@ static int parse(int argc, char **argv, struct sopts *o, int *json)
 			usage(stdout);
 			return 1;
 		default:
+			tool_option_error("stream", argv, lo);
 			usage(stderr);
 			return -EINVAL;
 		}
 	}
 	if (optind + 1 != argc) {
-		tool_err("stream: give exactly one PATH (see haccel-bench stream --help)");
+		if (optind + 1 < argc)
+			tool_err("stream: unexpected argument '%s' (give exactly one PATH)",
+				 argv[optind + 1]);
+		else
+			tool_err("stream: give exactly one PATH (see haccel-bench stream --help)");
 		return -EINVAL;
 	}
 	o->path = argv[optind];
@@ -830,7 +1062,7 @@ static int parse(int argc, char **argv, struct sopts *o, int *json)
 	o->warm = warm || !cold;
 	return 0;
 bad:
-	tool_err("stream: bad value '%s' for --%s", optarg, lo[c - O_CREATE].name);
+	tool_err("stream: bad value '%s' for --%s (%s)", optarg, tool_option_name(lo, c), want);
 	return -EINVAL;
 }
 
@@ -984,6 +1216,9 @@ int bench_stream(int argc, char **argv, int json)
 		json_decref(probes);
 		return ret > 0 ? EXIT_OK : EXIT_USAGE;
 	}
+	/* Lines reach a pipe as they are printed (the JSON comes at the end). */
+	if (!json)
+		setvbuf(stdout, NULL, _IOLBF, 0);
 	/* Each failure is reported once, with haccel_last_error(). */
 	ret = tool_ctx_open(-1, &ctx);
 	if (ret) {
@@ -996,7 +1231,7 @@ int bench_stream(int argc, char **argv, int json)
 		haccel_close(ctx);
 		return EXIT_FAIL;
 	}
-	if (o.create && create_checkpoint(o.path, o.create)) {
+	if (o.create && create_checkpoint(o.path, o.create_arg, o.create)) {
 		haccel_close(ctx);
 		return EXIT_FAIL;
 	}
@@ -1005,6 +1240,7 @@ int bench_stream(int argc, char **argv, int json)
 		/* The library's message names the file. */
 		if (!haccel_last_error(ctx, err, sizeof(err)))
 			snprintf(err, sizeof(err), "%s: %s", o.path, haccel_strerror(ret));
+		tool_weights_error(o.path, err, sizeof(err));
 		tool_err("stream: %s", err);
 		haccel_close(ctx);
 		return EXIT_FAIL;
@@ -1236,9 +1472,8 @@ int bench_stream(int argc, char **argv, int json)
 
 load_failed:
 	haccel_last_error(ctx, err, sizeof(err));
-	tool_err("stream: load failed: %s%s", err,
-		 !o.allow_unpinned && strstr(err, "staging buffers") ?
-			 " (--allow-unpinned loads through unpinned, unregistered staging instead)" : "");
+	tool_unpinned_hint(err, sizeof(err), o.allow_unpinned, "loads");
+	tool_err("stream: load failed: %s", err);
 failed:
 	gpu_bench_fini(&g);
 	if (dest)

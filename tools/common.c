@@ -4,9 +4,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,6 +16,38 @@
 #include "haccel.h"
 
 const char *tool_name = "haccel";
+
+/* The errno of the last failed write to stdout that we saw, if any. */
+static int stdout_errno;
+
+static void tool_check_stdout(void)
+{
+	int e = 0;
+
+	if (fflush(stdout))
+		e = errno;
+	else if (ferror(stdout))
+		e = stdout_errno ? stdout_errno : EIO;
+	if (!e)
+		return;
+	tool_err("write error on standard output: %s", strerror(e));
+	_exit(EXIT_FAIL);
+}
+
+int tool_flush(void)
+{
+	if (!fflush(stdout) && !ferror(stdout))
+		return 0;
+	if (errno && !stdout_errno)
+		stdout_errno = errno;
+	return -EIO;
+}
+
+void tool_init(const char *name)
+{
+	tool_name = name;
+	atexit(tool_check_stdout);
+}
 
 void tool_err(const char *fmt, ...)
 {
@@ -54,11 +88,142 @@ int tool_print_json(json_t *v)
 		tool_err("out of memory building JSON output");
 		return -ENOMEM;
 	}
+	errno = 0;
 	ret = json_dumpf(v, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(v);
-	fputc('\n', stdout);
-	fflush(stdout);
-	return ret ? -EIO : 0;
+	if (!ret && fputc('\n', stdout) == EOF)
+		ret = -1;
+	if (fflush(stdout))
+		ret = -1;
+	if (ret || ferror(stdout)) {
+		if (errno)
+			stdout_errno = errno;
+		return -EIO;
+	}
+	return 0;
+}
+
+const char *tool_option_name(const struct option *lo, int val)
+{
+	for (const struct option *l = lo; l->name; l++)
+		if (l->val == val)
+			return l->name;
+	return "?";
+}
+
+void tool_option_error(const char *cmd, char *const *argv, const struct option *lo)
+{
+	const char *arg = optind > 0 && argv[optind - 1] ? argv[optind - 1] : "";
+	const char *pre = cmd ? cmd : "", *sep = cmd ? ": " : "";
+
+	if (!strncmp(arg, "--", 2) && arg[2]) {
+		const char *name = arg + 2;
+		size_t n = strcspn(name, "=");
+		const struct option *hit = NULL;
+		int matches = 0;
+		char alt[256] = "";
+
+		for (const struct option *l = lo; l->name; l++) {
+			if (strncmp(l->name, name, n))
+				continue;
+			if (strlen(l->name) == n) {
+				hit = l;
+				matches = 1;
+				break;
+			}
+			hit = l;
+			matches++;
+			snprintf(alt + strlen(alt), sizeof(alt) - strlen(alt), "%s--%s",
+				 matches > 1 ? ", " : "", l->name);
+		}
+		if (optopt && matches == 1 && hit->val == optopt) {
+			tool_err("%s%soption '--%s' %s", pre, sep, hit->name,
+				 hit->has_arg == no_argument ? "takes no value" : "needs a value");
+		} else if (!optopt && matches > 1) {
+			tool_err("%s%soption '--%.*s' is ambiguous (%s)", pre, sep, (int)n, name, alt);
+		} else {
+			tool_err("%s%sunknown option '--%.*s'", pre, sep, (int)n, name);
+		}
+		return;
+	}
+	if (optopt > 0 && optopt < 256) {
+		for (const struct option *l = lo; l->name; l++)
+			if (l->val == optopt) {
+				tool_err("%s%soption '-%c' (--%s) needs a value", pre, sep, optopt,
+					 l->name);
+				return;
+			}
+		tool_err("%s%sunknown option '-%c'", pre, sep, optopt);
+		return;
+	}
+	tool_err("%s%sunknown option '%s'", pre, sep, arg);
+}
+
+bool tool_mentions(const char *msg, const char *path)
+{
+	size_t n = strlen(path);
+
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	if (!n)
+		return false;
+	for (const char *p = msg; (p = strstr(p, path)) != NULL; p++) {
+		char after = p[n];
+
+		if ((p == msg || p[-1] == ' ' || p[-1] == '"' || p[-1] == '\'') &&
+		    (after == ':' || after == '/' || after == ' ' || after == '"' ||
+		     after == '\'' || after == ',' || after == '\0'))
+			return true;
+	}
+	return false;
+}
+
+void tool_unpinned_hint(char *msg, size_t len, int allowed, const char *verb)
+{
+	char *flag = strstr(msg, "HACCEL_HOSTMEM_ALLOW_UNPINNED");
+	size_t n;
+
+	if (flag) {
+		/* "...; or allow unpinned staging (HACCEL_HOSTMEM_ALLOW_UNPINNED
+		 * in hostmem_flags)": the library's advice to a program. */
+		char *start = NULL, *end = strchr(flag, ')');
+
+		for (char *p = flag; p > msg; p--)
+			if (p[-1] == ';') {
+				start = p - 1;
+				break;
+			}
+		if (start && end)
+			memmove(start, end + 1, strlen(end + 1) + 1);
+	}
+	if (allowed || (!strstr(msg, "staging") && !strstr(msg, "registration")))
+		return;
+	n = strlen(msg);
+	if (n < len)
+		snprintf(msg + n, len - n,
+			 " (--allow-unpinned %s through unpinned, unregistered staging instead)", verb);
+}
+
+void tool_weights_error(const char *path, char *msg, size_t len)
+{
+	struct stat sb;
+	json_t *j;
+
+	if (stat(path, &sb) || !S_ISREG(sb.st_mode))
+		return;
+	j = json_load_file(path, 0, NULL);
+	if (json_is_object(j) && !json_object_get(j, "weight_map"))
+		snprintf(msg, len,
+			 "%s: not a safetensors file or index (a JSON object without \"weight_map\")",
+			 path);
+	json_decref(j);
+}
+
+bool tool_list_has_empty(const char *s)
+{
+	size_t n = strlen(s);
+
+	return !n || s[0] == ',' || s[n - 1] == ',' || strstr(s, ",,") != NULL;
 }
 
 uint64_t tool_now_ns(void)

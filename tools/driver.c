@@ -193,6 +193,17 @@ static struct haccel_driver_node *nodes_get(struct haccel_ctx *ctx, struct hacce
 	return n;
 }
 
+/* The reason with its opening words cut when it starts with them (the line
+ * has said so already); "?" for none. */
+static const char *after(const char *reason, const char *opening)
+{
+	size_t n = strlen(opening);
+
+	if (!reason)
+		return "?";
+	return strncmp(reason, opening, n) || !reason[n] ? reason : reason + n;
+}
+
 static void print_status(const json_t *o)
 {
 	const json_t *u = json_object_get(o, "uapi"), *v;
@@ -203,7 +214,11 @@ static void print_status(const json_t *o)
 		printf("haccel.ko      loaded, render node %s, usable\n",
 		       json_string_value(json_object_get(o, "render_node")));
 	else if (json_is_true(json_object_get(o, "loaded")))
-		printf("haccel.ko      loaded, not usable by this process: %s\n", reason ? reason : "?");
+		printf("haccel.ko      loaded, not usable by this process: %s\n",
+		       after(reason, "haccel.ko is loaded, but "));
+	else if (reason && !strncmp(reason, "haccel.ko is not loaded", 23))
+		/* "not loaded (no /sys/module/haccel)", not said twice */
+		printf("haccel.ko      not loaded%s\n", reason + 23);
 	else
 		printf("haccel.ko      not loaded: %s\n", reason ? reason : "?");
 	v = json_object_get(u, "driver");
@@ -258,9 +273,15 @@ static int cmd_status(int json)
 		json_object_set_new(o, "nodes", json_array());
 	}
 	rc = status ? EXIT_FAIL : EXIT_OK;
-	if (status)
-		tool_err("haccel.ko cannot be used by this process: %s",
-			 json_string_value(json_object_get(o, "reason")));
+	if (status) {
+		const char *why = json_string_value(json_object_get(o, "reason"));
+
+		/* "haccel.ko is not loaded (...)" says it whole. */
+		if (why && !strncmp(why, "haccel.ko ", 10))
+			tool_err("%s", why);
+		else
+			tool_err("haccel.ko cannot be used by this process: %s", why ? why : "?");
+	}
 	if (json) {
 		if (tool_print_json(o))
 			rc = EXIT_FAIL;
@@ -586,6 +607,7 @@ int driver_main(int argc, char **argv)
 	int32_t node = HACCEL_NODE_ANY;
 
 	optind = 1;
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
@@ -598,6 +620,7 @@ int driver_main(int argc, char **argv)
 			client_arg = optarg;
 			break;
 		default:
+			tool_option_error("driver", argv, opts);
 			usage(stderr);
 			return EXIT_USAGE;
 		}

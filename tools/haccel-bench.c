@@ -76,11 +76,27 @@ int bench_measure(uint64_t (*fn)(void *arg, uint64_t iters), void *arg,
 	return 0;
 }
 
+static int print_version(int json)
+{
+	json_t *o;
+
+	if (!json) {
+		printf("haccel-bench %s (libhaccel %s)\n", PACKAGE_VERSION, haccel_version_string());
+		return EXIT_OK;
+	}
+	o = json_object();
+	json_object_set_new(o, "haccel_bench", json_string(PACKAGE_VERSION));
+	json_object_set_new(o, "libhaccel", json_string(haccel_version_string()));
+	json_object_set_new(o, "libhaccel_num", json_integer(haccel_version()));
+	json_object_set_new(o, "header_num", json_integer(HACCEL_VERSION));
+	return tool_print_json(o) ? EXIT_FAIL : EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
-	int json = 0, i;
+	int json = 0, version = 0, i;
 
-	tool_name = "haccel-bench";
+	tool_init("haccel-bench");
 	/* Global options before the benchmark name; the rest is its own. */
 	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
 		if (!strcmp(argv[i], "--json") || !strcmp(argv[i], "-j")) {
@@ -89,14 +105,15 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return EXIT_OK;
 		} else if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V")) {
-			printf("haccel-bench %s (libhaccel %s)\n", PACKAGE_VERSION,
-			       haccel_version_string());
-			return EXIT_OK;
+			version = 1;
 		} else {
 			tool_err("unknown option '%s' (see haccel-bench --help)", argv[i]);
 			return EXIT_USAGE;
 		}
 	}
+	/* --json before or after it: the versions as a JSON object. */
+	if (version)
+		return print_version(json);
 	if (i >= argc) {
 		usage(stderr);
 		return EXIT_USAGE;

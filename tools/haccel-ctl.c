@@ -83,7 +83,7 @@ int main(int argc, char **argv)
 	const char *cmd = NULL;
 	int json = 0, help = 0, c;
 
-	tool_name = "haccel-ctl";
+	tool_init("haccel-ctl");
 	/* weights has its own arguments: hand it the command line whole. The
 	 * global options take no argument, so the first word that is not an
 	 * option is the command. */
@@ -99,6 +99,7 @@ int main(int argc, char **argv)
 		break;
 	}
 	/* Options may come before or after the command. */
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "jhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
@@ -111,6 +112,7 @@ int main(int argc, char **argv)
 			cmd = "version";
 			break;
 		default:
+			tool_option_error(NULL, argv, opts);
 			usage(stderr);
 			return EXIT_USAGE;
 		}

@@ -10,8 +10,10 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -36,8 +38,11 @@ struct ropts {
 	const char *dir, *prompt, *tokens, *batch;
 	uint64_t max_new, seed, chunk, max_seq;
 	double temperature, top_p;
-	int json, quiet, device, no_graphs, allow_unpinned;
+	int json, quiet, device, no_graphs, allow_unpinned, version;
 };
+
+/* The largest --temperature taken (--help and haccel-run(1) say so). */
+#define MAX_TEMPERATURE 100
 
 static void usage(FILE *f)
 {
@@ -53,13 +58,14 @@ static void usage(FILE *f)
 		"  -t, --tokens IDS      a prompt as comma-separated token ids\n"
 		"  -b, --batch FILE      one text prompt per line, all run together\n"
 		"Generation:\n"
-		"  -n, --max-new N       tokens to generate per prompt (default 32)\n"
-		"      --temperature T   0 for greedy (default 0)\n"
-		"      --top-p P         nucleus sampling mass, (0, 1] (default 1)\n"
-		"      --seed S          sampling seed (default 1; prompt i uses S + i)\n"
-		"      --chunk N         prefill chunk size in tokens (default 64)\n"
+		"  -n, --max-new N       tokens to generate per prompt, 0..16777216 (default 32)\n"
+		"      --temperature T   0 (the default) for greedy, at most 100\n"
+		"      --top-p P         nucleus sampling mass, (0, 1] as a float (default 1)\n"
+		"      --seed S          sampling seed, 0..2^64-1 (default 1; prompt i uses S + i)\n"
+		"      --chunk N         prefill chunk size in tokens, 1..65536 (default 64)\n"
 		"      --max-seq N       longest sequence (default: longest prompt + max-new + 1);\n"
-		"                        a prompt stops generating when its sequence is full\n"
+		"                        a prompt stops generating when its sequence is full;\n"
+		"                        at most the model's max_position_embeddings\n"
 		"      --device DEV      cpu, cuda, or auto (default): cuda when there is a\n"
 		"                        usable GPU and this build has GPU kernels, else cpu\n"
 		"      --no-graphs       cuda: launch each step's kernels, no CUDA graphs\n"
@@ -70,6 +76,12 @@ static void usage(FILE *f)
 		"  -j, --json            one JSON object on stdout\n"
 		"  -q, --quiet           no streamed text, only the summary\n"
 		"  -h, --help            this help\n"
+		"  -V, --version         haccel-run's and libhaccel's versions (--json: as JSON)\n"
+		"\n"
+		"Text output: control characters (newline and tab too) and bytes above 0x7e\n"
+		"are printed as \\xNN, a backslash as \\\\, so each prompt's \"[i] text\" line is\n"
+		"one line. A single prompt, streamed as it is generated (not with --json or\n"
+		"--quiet), keeps its newlines and tabs as they are; so does JSON's text.\n"
 		"\n"
 		"Exit status: 0 success, 1 failure (the reason on stderr), 2 usage error.\n");
 }
@@ -79,10 +91,17 @@ static int parse_tokens(const char *s, struct prompt *p)
 	size_t cap = 16;
 	char *end;
 
+	if (tool_list_has_empty(s))
+		return -EINVAL;
 	p->tok = malloc(cap * sizeof(*p->tok));
 	while (p->tok && *s) {
-		long v = strtol(s, &end, 10);
-		if (end == s || v < 0 || v > INT32_MAX || (*end && *end != ','))
+		long v;
+
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		errno = 0;
+		v = strtol(s, &end, 10);
+		if (errno || end == s || v < 0 || v > INT32_MAX || (*end && *end != ','))
 			return -EINVAL;
 		if (p->n == cap && !(p->tok = realloc(p->tok, (cap *= 2) * sizeof(*p->tok))))
 			return -ENOMEM;
@@ -102,9 +121,11 @@ static int text_tokens(const char *s, size_t len, struct prompt *p)
 	return 0;
 }
 
-/* Printable text of byte tokens: \n and \t kept, other controls and bytes
- * above 0x7e escaped, so any output is safe on a terminal and in JSON. */
-static char *bytes_text(const int32_t *t, uint32_t n)
+/* Printable text of byte tokens: controls and bytes above 0x7e escaped as
+ * \xNN, a backslash as \\, so any output is safe on a terminal and in
+ * JSON; with keep_nl, \n and \t are kept as they are (the streamed prompt,
+ * JSON strings), else escaped too (one line per prompt). */
+static char *bytes_text(const int32_t *t, uint32_t n, bool keep_nl)
 {
 	char *s = malloc((size_t)n * 4 + 1), *o = s;
 
@@ -112,7 +133,7 @@ static char *bytes_text(const int32_t *t, uint32_t n)
 		return NULL;
 	for (uint32_t i = 0; i < n; i++) {
 		int c = t[i];
-		if ((c >= 0x20 && c < 0x7f && c != '\\') || c == '\n' || c == '\t')
+		if ((c >= 0x20 && c < 0x7f && c != '\\') || (keep_nl && (c == '\n' || c == '\t')))
 			*o++ = (char)c;
 		else if (c == '\\')
 			o += sprintf(o, "\\\\");
@@ -142,40 +163,56 @@ static int parse(int argc, char **argv, struct ropts *o)
 		{ "json", no_argument, NULL, 'j' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *want = "";
 	char *end;
+	float f;
 	int c, inputs = 0;
 
 	*o = (struct ropts){ .max_new = 32, .seed = 1, .chunk = 64, .top_p = 1.0 };
-	while ((c = getopt_long(argc, argv, "p:t:b:n:jqh", lo, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "p:t:b:n:jqhV", lo, NULL)) != -1) {
 		switch (c) {
 		case 'p': o->prompt = optarg; inputs++; break;
 		case 't': o->tokens = optarg; inputs++; break;
 		case 'b': o->batch = optarg; inputs++; break;
 		case 'n':
+			want = "0..16777216";
 			if (tool_parse_u64(optarg, 0, 1u << 24, &o->max_new))
 				goto bad;
 			break;
 		case O_TEMP:
+			/* Checked as the float the sampler gets. */
+			want = "0..100; 0 is greedy";
 			o->temperature = strtod(optarg, &end);
-			if (*end || !(o->temperature >= 0 && o->temperature <= 100))
+			f = (float)o->temperature;
+			if (end == optarg || *end || !isfinite(f) ||
+			    !(f >= 0 && f <= MAX_TEMPERATURE))
 				goto bad;
+			o->temperature = f;
 			break;
 		case O_TOPP:
+			want = "more than 0 as a float, at most 1";
 			o->top_p = strtod(optarg, &end);
-			if (*end || !(o->top_p > 0 && o->top_p <= 1))
+			f = (float)o->top_p;
+			if (end == optarg || *end || !(f > 0 && f <= 1))
 				goto bad;
+			o->top_p = f;
 			break;
 		case O_SEED:
+			want = "0..18446744073709551615";
 			if (tool_parse_u64(optarg, 0, UINT64_MAX, &o->seed))
 				goto bad;
 			break;
 		case O_CHUNK:
+			want = "1..65536";
 			if (tool_parse_u64(optarg, 1, 1u << 16, &o->chunk))
 				goto bad;
 			break;
 		case O_MAXSEQ:
+			want = "1..1073741824, at most the model's max_position_embeddings";
 			if (tool_parse_u64(optarg, 1, 1u << 30, &o->max_seq))
 				goto bad;
 			break;
@@ -198,12 +235,23 @@ static int parse(int argc, char **argv, struct ropts *o)
 		case 'h':
 			usage(stdout);
 			return 1;
+		case 'V':
+			o->version = 1;
+			break;
 		default:
+			tool_option_error(NULL, argv, lo);
 			usage(stderr);
 			return -EINVAL;
 		}
 	}
+	if (o->version)
+		return 1;
 	if (optind + 1 != argc) {
+		if (optind + 1 < argc) {
+			tool_err("unexpected argument '%s' (give exactly one MODEL_DIR)",
+				 argv[optind + 1]);
+			return -EINVAL;
+		}
 		tool_err("give exactly one MODEL_DIR (see haccel-run --help)");
 		return -EINVAL;
 	}
@@ -215,12 +263,7 @@ static int parse(int argc, char **argv, struct ropts *o)
 	return 0;
 bad:
 	/* the option by its long name, however it was spelled */
-	for (const struct option *l = lo; l->name; l++)
-		if (l->val == c) {
-			tool_err("bad value '%s' for --%s", optarg, l->name);
-			return -EINVAL;
-		}
-	tool_err("bad value '%s'", optarg);
+	tool_err("bad value '%s' for --%s (%s)", optarg, tool_option_name(lo, c), want);
 	return -EINVAL;
 }
 
@@ -231,9 +274,15 @@ static int read_batch(const char *path, struct prompt **out, uint32_t *n)
 	size_t cap = 0, pcap = 8;
 	ssize_t len;
 	struct prompt *p = calloc(pcap, sizeof(*p));
+	struct stat sb;
 
-	if (!f || !p) {
-		tool_err("--batch %s: %s", path, strerror(errno));
+	/* A directory opens for reading: say what it is, not "no prompts". */
+	if (f && !fstat(fileno(f), &sb) && S_ISDIR(sb.st_mode))
+		errno = EISDIR;
+	else if (f)
+		errno = 0;
+	if (!f || !p || errno) {
+		tool_err("--batch %s: %s", path, strerror(errno ? errno : ENOMEM));
 		if (f)
 			fclose(f);
 		free(p);
@@ -258,6 +307,14 @@ static int read_batch(const char *path, struct prompt **out, uint32_t *n)
 		}
 	}
 	free(line);
+	if (ferror(f)) {
+		tool_err("--batch %s: %s", path, strerror(errno ? errno : EIO));
+		for (uint32_t i = 0; i < *n; i++)
+			free(p[i].tok);
+		free(p);
+		fclose(f);
+		return -1;
+	}
 	fclose(f);
 	if (!*n) {
 		tool_err("--batch %s: no prompts (one per line)", path);
@@ -266,6 +323,56 @@ static int read_batch(const char *path, struct prompt **out, uint32_t *n)
 	}
 	*out = p;
 	return 0;
+}
+
+static int print_version(int json)
+{
+	json_t *v;
+
+	if (!json) {
+		printf("haccel-run %s (libhaccel %s)\n", PACKAGE_VERSION, haccel_version_string());
+		return EXIT_OK;
+	}
+	v = json_object();
+	json_object_set_new(v, "haccel_run", json_string(PACKAGE_VERSION));
+	json_object_set_new(v, "libhaccel", json_string(haccel_version_string()));
+	json_object_set_new(v, "libhaccel_num", json_integer(haccel_version()));
+	json_object_set_new(v, "header_num", json_integer(HACCEL_VERSION));
+	return tool_print_json(v) ? EXIT_FAIL : EXIT_OK;
+}
+
+/*
+ * The model's max_position_embeddings from dir/config.json, or 0 when it
+ * cannot be read there (the open then says why). The longest sequence a
+ * model may be opened for: checked before the weights are read.
+ */
+static uint64_t model_positions(const char *dir)
+{
+	char path[4200];
+	json_t *j, *v;
+	uint64_t n = 0;
+
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	j = json_load_file(path, 0, NULL);
+	v = json_object_get(j, "max_position_embeddings");
+	if (json_is_integer(v) && json_integer_value(v) > 0)
+		n = (uint64_t)json_integer_value(v);
+	json_decref(j);
+	return n;
+}
+
+/* A sequence longer than the model's positions: a usage error naming the
+ * option that made it so. */
+static void too_long(const struct ropts *o, uint64_t seq, uint32_t longest, uint64_t limit)
+{
+	if (o->max_seq)
+		tool_err("--max-seq %llu: beyond the model's max_position_embeddings %llu",
+			 (unsigned long long)seq, (unsigned long long)limit);
+	else
+		tool_err("--max-new %llu: a sequence of %llu tokens (longest prompt %u + %llu + 1) is beyond the model's max_position_embeddings %llu; lower --max-new, or set --max-seq %llu or less to stop there",
+			 (unsigned long long)o->max_new, (unsigned long long)seq, longest,
+			 (unsigned long long)o->max_new, (unsigned long long)limit,
+			 (unsigned long long)limit);
 }
 
 static double now(void)
@@ -288,8 +395,10 @@ int main(int argc, char **argv)
 	char err[1024];
 	int ret, stream;
 
-	tool_name = "haccel-run";
+	tool_init("haccel-run");
 	ret = parse(argc, argv, &o);
+	if (ret > 0 && o.version)
+		return print_version(o.json);
 	if (ret)
 		return ret > 0 ? EXIT_OK : EXIT_USAGE;
 	if (o.batch) {
@@ -317,6 +426,17 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
+	/* Every sequence fits the model's positions, or it is a usage error,
+	 * said before the weights are read. */
+	uint64_t seq_tokens = o.max_seq ? o.max_seq : longest + o.max_new + 1;
+	uint64_t positions = model_positions(o.dir);
+
+	if (positions && seq_tokens > positions) {
+		too_long(&o, seq_tokens, longest, positions);
+		ret = EXIT_USAGE;
+		goto out;
+	}
+
 	/* Every failure below is reported once, with haccel_last_error(). */
 	if (tool_ctx_open(-1, &ctx)) {
 		tool_err("cannot open libhaccel");
@@ -339,17 +459,30 @@ int main(int argc, char **argv)
 		mp.load_flags |= HACCEL_LOAD_ALLOW_UNREGISTERED;
 	}
 	mp.max_seqs = n;
-	mp.max_seq_tokens = (uint32_t)(o.max_seq ? o.max_seq : longest + o.max_new + 1);
+	mp.max_seq_tokens = (uint32_t)seq_tokens;
 	mp.max_step_tokens = (uint32_t)(o.chunk * n);
 	t_open = now();
 	ret = haccel_model_open(ctx, o.dir, &mp, &m);
 	t_open = now() - t_open;
 	if (ret) {
-		haccel_last_error(ctx, err, sizeof(err));
-		tool_err("%s: %s%s", o.dir, err[0] ? err : haccel_strerror(ret),
-			 !o.allow_unpinned && (strstr(err, "staging") || strstr(err, "registration")) ?
-				 " (--allow-unpinned loads through unpinned, unregistered staging instead)" :
-				 "");
+		const char *beyond = "is beyond max_position_embeddings ";
+		char *at;
+
+		if (!haccel_last_error(ctx, err, sizeof(err)))
+			snprintf(err, sizeof(err), "%s", haccel_strerror(ret));
+		/* A config.json this tool could not read for the limit. */
+		at = strstr(err, beyond);
+		if (ret == -EINVAL && at) {
+			too_long(&o, seq_tokens, longest, strtoull(at + strlen(beyond), NULL, 10));
+			ret = EXIT_USAGE;
+			goto out;
+		}
+		tool_unpinned_hint(err, sizeof(err), o.allow_unpinned, "loads");
+		/* The directory once: most messages name it (or a file in it). */
+		if (tool_mentions(err, o.dir))
+			tool_err("%s", err);
+		else
+			tool_err("%s: %s", o.dir, err);
 		ret = EXIT_FAIL;
 		goto out;
 	}
@@ -380,9 +513,9 @@ int main(int argc, char **argv)
 		goto out;
 	stream = n == 1 && !o.json && !o.quiet && info.vocab_size == 256;
 	if (stream) {
-		char *t = bytes_text(p[0].tok, p[0].n);
+		char *t = bytes_text(p[0].tok, p[0].n, true);
 		fputs(t, stdout);
-		fflush(stdout);
+		tool_flush();
 		free(t);
 	}
 
@@ -478,9 +611,9 @@ int main(int argc, char **argv)
 			if (ttft < 0)
 				ttft = now() - t_start;
 			if (stream) {
-				char *t = bytes_text(&tok, 1);
+				char *t = bytes_text(&tok, 1, true);
 				fputs(t, stdout);
-				fflush(stdout);
+				tool_flush();
 				free(t);
 			}
 			/* Generating one more token feeds this one: the
@@ -493,7 +626,7 @@ int main(int argc, char **argv)
 	}
 	if (stream) {
 		fputc('\n', stdout);
-		fflush(stdout);
+		tool_flush();
 	}
 
 	struct haccel_state_stats ss = { 0 };
@@ -521,7 +654,7 @@ int main(int argc, char **argv)
 			json_object_set_new(e, "tokens", toks);
 			json_object_set_new(e, "stop", json_string(p[i].stop ? p[i].stop : "max_new"));
 			if (info.vocab_size == 256) {
-				char *t = bytes_text(p[i].out, p[i].n_out);
+				char *t = bytes_text(p[i].out, p[i].n_out, true);
 				json_object_set_new(e, "text", json_string(t ? t : ""));
 				free(t);
 			}
@@ -552,7 +685,7 @@ int main(int argc, char **argv)
 			for (uint32_t i = 0; i < n; i++) {
 				printf("[%u] ", i);
 				if (info.vocab_size == 256) {
-					char *t = bytes_text(p[i].out, p[i].n_out);
+					char *t = bytes_text(p[i].out, p[i].n_out, false);
 					printf("%s\n", t ? t : "");
 					free(t);
 				} else {

@@ -2,6 +2,7 @@
 /* haccel-ctl model init: a preset's config.json and seeded random weights. */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,7 @@ static void usage(FILE *f)
 		"Options:\n"
 		"  -p, --preset NAME   the preset\n"
 		"  -o, --out DIR       output directory (created, with its parents, if missing)\n"
-		"  -s, --seed N        generator seed (default 1)\n"
+		"  -s, --seed N        generator seed, 0..2^63-1 (default 1)\n"
 		"  -f, --force         overwrite a model already in DIR\n"
 		"  -j, --json          JSON on stdout\n"
 		"  -h, --help          this help\n"
@@ -56,6 +57,7 @@ int model_main(int argc, char **argv)
 	char err[1024], path[4200];
 
 	optind = 1;
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "p:o:s:fjh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
@@ -65,8 +67,9 @@ int model_main(int argc, char **argv)
 			out = optarg;
 			break;
 		case 's':
-			if (tool_parse_u64(optarg, 0, UINT64_MAX, &seed)) {
-				tool_err("bad value '%s' for --seed", optarg);
+			/* JSON output carries it as an integer: at most 2^63 - 1. */
+			if (tool_parse_u64(optarg, 0, INT64_MAX, &seed)) {
+				tool_err("bad value '%s' for --seed (0..9223372036854775807)", optarg);
 				return EXIT_USAGE;
 			}
 			break;
@@ -80,6 +83,7 @@ int model_main(int argc, char **argv)
 			help = 1;
 			break;
 		default:
+			tool_option_error("model", argv, opts);
 			usage(stderr);
 			return EXIT_USAGE;
 		}
@@ -108,7 +112,21 @@ int model_main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (ret) {
 		haccel_last_error(ctx, err, sizeof(err));
-		tool_err("%s", err[0] ? err : haccel_strerror(ret));
+		if (!err[0])
+			snprintf(err, sizeof(err), "model init: %s: %s", out, haccel_strerror(ret));
+		if (ret == -EEXIST) {
+			/* The library's advice names its flag; this tool's is --force. */
+			char *advice = strstr(err, " (use force");
+
+			if (advice)
+				*advice = '\0';
+			if (!strstr(err, "--force")) {
+				size_t n = strlen(err);
+
+				snprintf(err + n, sizeof(err) - n, " (--force overwrites it)");
+			}
+		}
+		tool_err("%s", err);
 		haccel_close(ctx);
 		/* An unknown preset is a bad argument, not a failure. */
 		return strstr(err, "no preset") ? EXIT_USAGE : EXIT_FAIL;

@@ -83,6 +83,7 @@ static int open_checkpoint(const struct wopts *o, struct haccel_ctx **ctx,
 	if (ret) {
 		if (!haccel_last_error(*ctx, msg, len))
 			snprintf(msg, len, "%s: %s", o->path, haccel_strerror(ret));
+		tool_weights_error(o->path, msg, len);
 		tool_err("%s", msg);
 		haccel_close(*ctx);
 		*ctx = NULL;
@@ -434,14 +435,9 @@ static int cmd_verify(const struct wopts *o)
 	t0 = tool_now_ns();
 	ret = haccel_load(w, &p, &hs.sink, &st);
 	if (ret) {
-		size_t n;
-
 		if (!haccel_last_error(ctx, msg, sizeof(msg)))
 			snprintf(msg, sizeof(msg), "load failed: %s", haccel_strerror(ret));
-		n = strlen(msg);
-		if (!o->allow_unpinned && strstr(msg, "staging buffers"))
-			snprintf(msg + n, sizeof(msg) - n,
-				 " (--allow-unpinned reads through unpinned, unregistered staging instead)");
+		tool_unpinned_hint(msg, sizeof(msg), o->allow_unpinned, "reads");
 	} else {
 		hash_tensors(w, buf, wi.n_tensors, got);
 	}
@@ -539,6 +535,7 @@ int weights_main(int argc, char **argv)
 	int help = 0, limit_set = 0, c, rc;
 
 	optind = 1;
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "jhn:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
@@ -558,6 +555,7 @@ int weights_main(int argc, char **argv)
 			o.allow_unpinned = 1;
 			break;
 		default:
+			tool_option_error("weights", argv, opts);
 			usage(stderr);
 			return EXIT_USAGE;
 		}
