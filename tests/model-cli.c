@@ -126,7 +126,7 @@ static void t_model_init_force_and_seed(void)
 	tool_run(&r, "HACCEL_CTL", "model", "init", "--preset", "tiny", "--out", model, NULL);
 	KTAP_EXPECT_EQ(r.status, 1);
 	KTAP_EXPECT(strstr(r.err, "already holds a model (--force overwrites it)") != NULL);
-	KTAP_EXPECT(strstr(r.err, "use force") == NULL);
+	KTAP_EXPECT(strstr(r.err, "HACCEL_MODEL_INIT_FORCE") == NULL);
 	tool_run(&r, "HACCEL_CTL", "model", "init", "--preset", "tiny", "--out", model, "--force",
 		 "--json", "--seed", "9223372036854775807", NULL);
 	KTAP_ASSERT_EQ(r.status, 0);

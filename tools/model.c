@@ -116,7 +116,7 @@ int model_main(int argc, char **argv)
 			snprintf(err, sizeof(err), "model init: %s: %s", out, haccel_strerror(ret));
 		if (ret == -EEXIST) {
 			/* The library's advice names its flag; this tool's is --force. */
-			char *advice = strstr(err, " (use force");
+			char *advice = strstr(err, " (HACCEL_MODEL_INIT_FORCE");
 
 			if (advice)
 				*advice = '\0';

@@ -296,7 +296,7 @@ int haccel__model_write(struct haccel_ctx *ctx, const struct haccel__model_confi
 		return haccel__fail(ctx, ret, "model init: cannot create %s: %s", dir, strerror(-ret));
 	if (!(flags & HACCEL_MODEL_INIT_FORCE) &&
 	    (access(cfg_path, F_OK) == 0 || access(st_path, F_OK) == 0))
-		return haccel__fail(ctx, -EEXIST, "model init: %s already holds a model (use force to overwrite)", dir);
+		return haccel__fail(ctx, -EEXIST, "model init: %s already holds a model (HACCEL_MODEL_INIT_FORCE overwrites it)", dir);
 
 	if (!c.shape_only) {
 		n = haccel__model_tensors(&c, NULL, NULL, 0);
