@@ -18,6 +18,7 @@
 #include <drm/drm_file.h>
 #include <drm/drm_gem.h>
 #include <drm/drm_ioctl.h>
+#include <drm/drm_managed.h>
 #include <drm/drm_prime.h>
 
 #include "hac_drv.h"
@@ -31,6 +32,11 @@ static unsigned int client_quota_pct = 100;
 module_param(client_quota_pct, uint, 0444);
 MODULE_PARM_DESC(client_quota_pct,
 		 "Initial per-client limit on each NUMA node, in percent of its memory (0-100, default 100)");
+
+static unsigned int page_pin_limit = HAC_PAGE_PIN_LIMIT_MAX;
+module_param(page_pin_limit, uint, 0444);
+MODULE_PARM_DESC(page_pin_limit,
+		 "A PIN fails with EOVERFLOW when it would leave a page with more than this many pins by all users (1-1048576, default 1048576)");
 
 static struct hac_device *hac_dev;
 
@@ -152,12 +158,14 @@ static int hac_ioctl_check(unsigned int cmd, unsigned long arg)
 	 * buffer was pinned and its handle made, a handle the caller never
 	 * learns. Make sure now, without writing anything, that every byte
 	 * drm_ioctl() will copy out can be written, so such a call fails
-	 * before anything is pinned. (A thread that makes the struct
-	 * read-only while the PIN runs still loses the handle, until the
-	 * file is closed: docs/abi.md.)
+	 * before anything is pinned. That is usize bytes, not min(usize,
+	 * ksize): drm_ioctl() copies out the size the command encodes, a
+	 * longer struct's (zero) tail included. (A thread that makes the
+	 * struct read-only while the PIN runs still loses the handle, until
+	 * the file is closed: docs/abi.md.)
 	 */
 	if (idx == DRM_HACCEL_PIN &&
-	    fault_in_safe_writeable((const char __user *)arg, min(usize, ksize)))
+	    fault_in_safe_writeable((const char __user *)arg, usize))
 		return -EFAULT;
 	return 0;
 }
@@ -230,7 +238,7 @@ static const struct drm_driver hac_driver = {
 	.num_ioctls = ARRAY_SIZE(hac_ioctls),
 	.fops = &hac_fops,
 #ifdef HAC_HAVE_DRIVER_PRIME_HOOKS
-	.prime_handle_to_fd = drm_gem_prime_handle_to_fd,
+	.prime_handle_to_fd = hac_prime_handle_to_fd,
 	.prime_fd_to_handle = drm_gem_prime_fd_to_handle,
 #endif
 #ifdef HAC_HAVE_DRIVER_GEM_PRIME_MMAP
@@ -256,6 +264,10 @@ static int __init hac_init(void)
 		pr_err("haccel: node_quota_pct and client_quota_pct are percentages (0-100)\n");
 		return -EINVAL;
 	}
+	if (!page_pin_limit || page_pin_limit > HAC_PAGE_PIN_LIMIT_MAX) {
+		pr_err("haccel: page_pin_limit must be 1-%u\n", HAC_PAGE_PIN_LIMIT_MAX);
+		return -EINVAL;
+	}
 
 	pdev = platform_device_register_simple(HACCEL_DRIVER_NAME, -1, NULL, 0);
 	if (IS_ERR(pdev))
@@ -274,6 +286,12 @@ static int __init hac_init(void)
 		goto err_release_devres;
 	}
 	hdev->pdev = pdev;
+	sema_init(&hdev->pin_slots, HAC_PIN_SLOTS);
+	hdev->page_pin_limit = page_pin_limit;
+
+	ret = drmm_mutex_init(&hdev->drm, &hdev->export_lock);
+	if (ret)
+		goto err_release_devres;
 
 	ret = hac_quota_init(hdev, node_quota_pct, client_quota_pct);
 	if (ret)

@@ -9,7 +9,9 @@
 
 #include <linux/list.h>
 #include <linux/mm_types.h>
+#include <linux/mutex.h>
 #include <linux/sched.h>
+#include <linux/semaphore.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
 
@@ -33,6 +35,21 @@
 #define HAC_MAX_PIN_PAGES	((u64)INT_MAX / sizeof(struct page *))
 #define HAC_MAX_PIN_SIZE	(HAC_MAX_PIN_PAGES << PAGE_SHIFT)
 
+/*
+ * A page's reference count is an int, and every pin of a small page adds
+ * GUP_PIN_COUNTING_BIAS (1024) to it: some two million pins of one page
+ * would overflow it, and neither the quotas (they charge each PIN, not
+ * each distinct page) nor GUP (it only refuses a count already <= 0) stop
+ * that. So a PIN fails with -EOVERFLOW when it leaves a page it pinned
+ * with a count over page_pin_limit (module parameter, at most
+ * HAC_PAGE_PIN_LIMIT_MAX) times GUP_PIN_COUNTING_BIAS, and at most
+ * HAC_PIN_SLOTS batches of pins (hac_gem.c) run at once, each checked
+ * before its slot is given back: what the driver's pins can add to a
+ * count is then bounded (hac_gem.c asserts it at build time).
+ */
+#define HAC_PAGE_PIN_LIMIT_MAX	(1U << 20)
+#define HAC_PIN_SLOTS		32
+
 struct dentry;
 struct platform_device;
 
@@ -40,13 +57,16 @@ struct platform_device;
  * struct hac_device - the one haccel device
  * @drm: the DRM device; its lifetime is the module's
  * @pdev: the software-only platform device @drm hangs off
- * @lock: protects every field below; held only for short, non-sleeping
- *	walks over the nodes or the clients
+ * @lock: protects the fields from @node_used to @clients; held only for
+ *	short, non-sleeping walks over the nodes or the clients
  * @node_used: bytes pinned on each node by every client, [nr_node_ids]
  * @node_limit: node-wide limit of each node, [nr_node_ids]
  * @client_limit: limit of each client on each node, [nr_node_ids]
  * @nbos: live buffer objects
  * @clients: every &struct hac_client still referenced, open or not
+ * @export_lock: serialises this driver's PRIME exports (hac_gem.c)
+ * @pin_slots: batches of pins that may run at once, HAC_PIN_SLOTS
+ * @page_pin_limit: the module parameter, fixed at load
  * @debugfs: the driver's debugfs directory, or an error pointer
  */
 struct hac_device {
@@ -59,6 +79,10 @@ struct hac_device {
 	u64 *client_limit;
 	u64 nbos;
 	struct list_head clients;
+
+	struct mutex export_lock; /* see above */
+	struct semaphore pin_slots;
+	unsigned int page_pin_limit;
 
 	struct dentry *debugfs;
 };
@@ -120,6 +144,10 @@ static inline struct hac_bo *to_hac_bo(struct drm_gem_object *obj)
 int hac_pin_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
 int hac_bo_info_ioctl(struct drm_device *drm, void *data,
 		      struct drm_file *file);
+#ifdef HAC_HAVE_DRIVER_PRIME_HOOKS
+int hac_prime_handle_to_fd(struct drm_device *drm, struct drm_file *file,
+			   u32 handle, u32 flags, int *prime_fd);
+#endif
 
 /* hac_quota.c */
 int hac_quota_init(struct hac_device *hdev, unsigned int node_pct,

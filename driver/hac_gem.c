@@ -6,6 +6,7 @@
  * them in place, accounts them, and lends them out as dma-bufs.
  */
 
+#include <linux/dma-buf.h>
 #include <linux/fs.h>
 #include <linux/hugetlb.h>
 #include <linux/magic.h>
@@ -29,6 +30,19 @@
  * itself also stops at one).
  */
 #define HAC_PIN_BATCH	16384
+
+/*
+ * What the driver's pins can make of one page's reference count: a count
+ * kept is at most (page_pin_limit + 1) * GUP_PIN_COUNTING_BIAS - 1 when it
+ * was checked, and at most HAC_PIN_SLOTS batches are pinned but not yet
+ * checked (or being undone) at any time, each adding at most
+ * HAC_PIN_BATCH * GUP_PIN_COUNTING_BIAS to a page (one small page mapped
+ * at every address of the batch). Together that must leave the rest of
+ * the kernel a wide margin below INT_MAX: here over 2^28 references.
+ */
+static_assert(((u64)HAC_PAGE_PIN_LIMIT_MAX + 1) * GUP_PIN_COUNTING_BIAS +
+	      (u64)HAC_PIN_SLOTS * HAC_PIN_BATCH * GUP_PIN_COUNTING_BIAS <
+	      (u64)INT_MAX - (1ULL << 28));
 
 static void hac_bo_free(struct drm_gem_object *obj)
 {
@@ -106,6 +120,52 @@ static const struct drm_gem_object_funcs hac_gem_funcs = {
 	.vm_ops = &hac_vm_ops,
 };
 
+#ifdef HAC_HAVE_DRIVER_PRIME_HOOKS
+/*
+ * PRIME export (DRM_IOCTL_PRIME_HANDLE_TO_FD). The DRM core makes one
+ * dma-buf per buffer: the first export creates it, with the access mode
+ * that export asked for (DRM_RDWR or not), and caches it in obj->dma_buf
+ * for as long as the buffer has a handle in any file (an import of it
+ * puts it back there); every later export, from any file, returns that
+ * dma-buf with its first mode, whatever DRM_RDWR says. Rather than hand a
+ * caller that asked for a read-only fd one that maps writable (or the
+ * other way round), refuse an export whose mode is not the cached
+ * dma-buf's with -EBUSY.
+ *
+ * obj->dma_buf is read under dev->object_name_lock, the lock the core sets
+ * and clears it under (so it cannot be freed while its mode is read), and
+ * export_lock keeps any other export of this driver from creating the
+ * dma-buf between the check and the core's export. Nothing else can set
+ * it meanwhile: an import sets obj->dma_buf only when it is NULL, and
+ * while the caller's handle exists it is NULL only if no dma-buf of the
+ * buffer was ever made.
+ */
+int hac_prime_handle_to_fd(struct drm_device *drm, struct drm_file *file,
+			   u32 handle, u32 flags, int *prime_fd)
+{
+	struct hac_device *hdev = to_hac_dev(drm);
+	struct drm_gem_object *obj;
+	int ret = 0;
+
+	obj = drm_gem_object_lookup(file, handle);
+	if (!obj)
+		return -ENOENT;
+
+	mutex_lock(&hdev->export_lock);
+	mutex_lock(&drm->object_name_lock);
+	if (obj->dma_buf &&
+	    !(obj->dma_buf->file->f_mode & FMODE_WRITE) != !(flags & DRM_RDWR))
+		ret = -EBUSY;
+	mutex_unlock(&drm->object_name_lock);
+	if (!ret)
+		ret = drm_gem_prime_handle_to_fd(drm, file, handle, flags,
+						 prime_fd);
+	mutex_unlock(&hdev->export_lock);
+	drm_gem_object_put(obj);
+	return ret;
+}
+#endif
+
 /*
  * Only memory that no filesystem writes back may be pinned long-term:
  * anonymous, hugetlb and shmem (tmpfs files, memfd, shared anonymous
@@ -162,13 +222,35 @@ static long hac_pin_user_pages(unsigned long start, unsigned long npages,
 }
 
 /*
+ * Whether one of the n pages just pinned is now pinned more than
+ * page_pin_limit times, counting every user's pins: its folio's reference
+ * count over GUP_PIN_COUNTING_BIAS. For a small page that is its pins
+ * (its other references, mappings and page cache, are normally fewer
+ * than the bias); a huge page's pins add 1 each, so there the limit is on
+ * the references the count can hold, which is what has to be bounded.
+ */
+static bool hac_pins_over_limit(struct hac_device *hdev, struct page **pages,
+				unsigned long n)
+{
+	unsigned long i;
+
+	for (i = 0; i < n; i++)
+		if (folio_ref_count(page_folio(pages[i])) / GUP_PIN_COUNTING_BIAS >
+		    hdev->page_pin_limit)
+			return true;
+	return false;
+}
+
+/*
  * Pin npages from start into pages; all or nothing. The whole range is
  * checked before anything is pinned, then each batch is checked again
  * under the same hold of the mmap lock as its pin, so no mapping can be
- * swapped in between the check and the pin.
+ * swapped in between the check and the pin. Each batch holds one of the
+ * device's pin slots until its pages' pin counts are checked and, when
+ * one is over the limit, the batch is unpinned again (see HAC_PIN_SLOTS).
  */
-static int hac_pin_pages(unsigned long start, unsigned long npages,
-			 struct page **pages)
+static int hac_pin_pages(struct hac_device *hdev, unsigned long start,
+			 unsigned long npages, struct page **pages)
 {
 	struct mm_struct *mm = current->mm;
 	unsigned long done = 0;
@@ -186,7 +268,12 @@ static int hac_pin_pages(unsigned long start, unsigned long npages,
 		unsigned long want = min_t(unsigned long, npages - done,
 					   HAC_PIN_BATCH);
 
+		if (down_killable(&hdev->pin_slots)) {
+			ret = -EINTR;
+			goto err_unpin;
+		}
 		if (mmap_read_lock_killable(mm)) {
+			up(&hdev->pin_slots);
 			ret = -EINTR;
 			goto err_unpin;
 		}
@@ -194,6 +281,11 @@ static int hac_pin_pages(unsigned long start, unsigned long npages,
 		if (!ret)
 			ret = hac_pin_user_pages(addr, want, pages + done);
 		mmap_read_unlock(mm);
+		if (ret > 0 && hac_pins_over_limit(hdev, pages + done, ret)) {
+			unpin_user_pages(pages + done, ret);
+			ret = -EOVERFLOW;
+		}
+		up(&hdev->pin_slots);
 		if (ret <= 0) {
 			ret = ret ? ret : -EFAULT;
 			goto err_unpin;
@@ -240,7 +332,7 @@ static struct hac_bo *hac_bo_create(struct hac_client *client, u64 addr,
 		goto err_free_node_pages;
 	}
 
-	ret = hac_pin_pages(addr, npages, bo->pages);
+	ret = hac_pin_pages(hdev, addr, npages, bo->pages);
 	if (ret)
 		goto err_free_pages;
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -174,6 +175,95 @@ static void readonly_export(void)
 	KTAP_EXPECT_EQ(hd_close_handle(fd, h), 0);
 }
 
+/* Whether a dma-buf fd maps PROT_WRITE | MAP_SHARED (1), is refused with EACCES (0), or -1. */
+static int maps_writable(int dmabuf, size_t size)
+{
+	char *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, dmabuf, 0);
+
+	if (map != MAP_FAILED) {
+		munmap(map, size);
+		return 1;
+	}
+	return errno == EACCES ? 0 : -1;
+}
+
+/*
+ * A buffer has one dma-buf, made by its first export with that export's
+ * mode and kept while the buffer has a handle: a later export in the other
+ * mode is refused with EBUSY, from any file and however the earlier fds
+ * were closed, rather than hand out the first one's fd (a "read-only"
+ * export that maps writable, or the other way round). The same mode
+ * exports again, as the same dma-buf.
+ */
+static void export_mode_is_the_first_exports(void)
+{
+	int fd = hd_open(), fd2 = hd_open(), a, b;
+	size_t size = NPAGES * hd_page();
+	char *mem = hd_alloc(size, -1), *map;
+	uint64_t base = hd_node_total(fd);
+	struct stat sa, sb;
+	uint32_t h, h2;
+
+	/* Read-write first: a read-only export is refused, even with no fd left. */
+	KTAP_ASSERT_EQ(hd_pin(fd, mem, size, HACCEL_DRM_NODE_ANY, 0, &h), 0);
+	a = hd_export(fd, h, 0);
+	KTAP_ASSERT(a >= 0);
+	KTAP_EXPECT_EQ(hd_export(fd, h, 1), -EBUSY);
+	close(a);
+	KTAP_EXPECT_EQ(hd_export(fd, h, 1), -EBUSY);
+	/* Imported into another file: refused there too, the same mode works. */
+	a = hd_export(fd, h, 0);
+	KTAP_ASSERT(a >= 0);
+	KTAP_EXPECT_EQ(maps_writable(a, size), 1);
+	KTAP_ASSERT_EQ(hd_import(fd2, a, &h2), 0);
+	close(a);
+	KTAP_EXPECT_EQ(hd_export(fd2, h2, 1), -EBUSY);
+	b = hd_export(fd2, h2, 0);
+	KTAP_ASSERT(b >= 0);
+	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, b, 0);
+	KTAP_ASSERT(map != MAP_FAILED);
+	map[0] = 0x11;
+	KTAP_EXPECT_EQ(mem[0], 0x11);
+	munmap(map, size);
+	close(b);
+	KTAP_EXPECT_EQ(hd_close_handle(fd2, h2), 0);
+	KTAP_EXPECT_EQ(hd_close_handle(fd, h), 0);
+
+	/* Read-only first: a read-write export is refused, from either file. */
+	KTAP_ASSERT_EQ(hd_pin(fd, mem, size, HACCEL_DRM_NODE_ANY, 0, &h), 0);
+	a = hd_export(fd, h, 1);
+	KTAP_ASSERT(a >= 0);
+	close(a);
+	KTAP_EXPECT_EQ(hd_export(fd, h, 0), -EBUSY);
+	a = hd_export(fd, h, 1);
+	KTAP_ASSERT(a >= 0);
+	b = hd_export(fd, h, 1);
+	KTAP_ASSERT(b >= 0);
+	/* The same dma-buf both times, read-only. */
+	KTAP_ASSERT_EQ(fstat(a, &sa), 0);
+	KTAP_ASSERT_EQ(fstat(b, &sb), 0);
+	KTAP_EXPECT(sa.st_ino == sb.st_ino && sa.st_dev == sb.st_dev);
+	KTAP_EXPECT_EQ(fcntl(a, F_GETFL) & O_ACCMODE, O_RDONLY);
+	KTAP_EXPECT_EQ(maps_writable(a, size), 0);
+	close(b);
+	KTAP_ASSERT_EQ(hd_import(fd2, a, &h2), 0);
+	KTAP_EXPECT_EQ(hd_export(fd2, h2, 0), -EBUSY);
+	/* Every handle closed, the fd alive: imported again, still read-only. */
+	KTAP_EXPECT_EQ(hd_close_handle(fd2, h2), 0);
+	KTAP_EXPECT_EQ(hd_close_handle(fd, h), 0);
+	KTAP_ASSERT_EQ(hd_import(fd2, a, &h2), 0);
+	close(a);
+	KTAP_EXPECT_EQ(hd_export(fd2, h2, 0), -EBUSY);
+	b = hd_export(fd2, h2, 1);
+	KTAP_ASSERT(b >= 0);
+	KTAP_EXPECT_EQ(maps_writable(b, size), 0);
+	close(b);
+	KTAP_EXPECT_EQ(hd_close_handle(fd2, h2), 0);
+	KTAP_EXPECT_EQ(hd_node_total(fd), base);
+	close(fd2);
+	close(fd);
+}
+
 /* A mapping alone keeps the buffer (and its pin) alive. */
 static void mapping_keeps_buffer(void)
 {
@@ -288,6 +378,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(self_import_same_handle),
 	KTAP_CASE(map_offset_and_bounds),
 	KTAP_CASE(readonly_export),
+	KTAP_CASE(export_mode_is_the_first_exports),
 	KTAP_CASE(mapping_keeps_buffer),
 	KTAP_CASE(foreign_dmabuf_refused),
 };

@@ -29,7 +29,7 @@ static const char *const op_names[NOPS] = {
 };
 
 enum { RES_OK, RES_EINVAL, RES_EFAULT, RES_ENOENT, RES_EDQUOT, RES_EXDEV, RES_E2BIG, RES_EPERM,
-       RES_EOPNOTSUPP, RES_EBADF, RES_OTHER, NRES };
+       RES_EOPNOTSUPP, RES_EBADF, RES_EBUSY, RES_OTHER, NRES };
 
 /* A buffer this process keeps alive: through its handle, a dma-buf fd or both. */
 struct obj {
@@ -203,6 +203,7 @@ static int res_of(int r)
 	case -EPERM: return RES_EPERM;
 	case -EOPNOTSUPP: return RES_EOPNOTSUPP;
 	case -EBADF: return RES_EBADF;
+	case -EBUSY: return RES_EBUSY;
 	default: return RES_OTHER;
 	}
 }
@@ -231,7 +232,8 @@ static int allowed(struct fz *z, unsigned int op, int res, int valid_quota_set)
 		ok = 1u << RES_OK | 1u << RES_EINVAL;
 		break;
 	case OP_EXPORT:
-		ok = 1u << RES_OK | 1u << RES_ENOENT | 1u << RES_EINVAL;
+		/* EBUSY: exported before in the other mode (read-only or not). */
+		ok = 1u << RES_OK | 1u << RES_ENOENT | 1u << RES_EINVAL | 1u << RES_EBUSY;
 		break;
 	case OP_IMPORT:
 		ok = 1u << RES_OK | 1u << RES_EBADF | 1u << RES_EINVAL;
@@ -469,11 +471,12 @@ static void fz_report(const struct fz *z, const char *who)
 {
 	for (int i = 0; i < NOPS; i++)
 		ktap_diag("%s %-12s ok %lu einval %lu efault %lu enoent %lu edquot %lu exdev %lu "
-			  "e2big %lu eperm %lu eopnotsupp %lu ebadf %lu other %lu", who, op_names[i],
+			  "e2big %lu eperm %lu eopnotsupp %lu ebadf %lu ebusy %lu other %lu", who,
+			  op_names[i],
 			  z->counts[i][RES_OK], z->counts[i][RES_EINVAL], z->counts[i][RES_EFAULT],
 			  z->counts[i][RES_ENOENT], z->counts[i][RES_EDQUOT], z->counts[i][RES_EXDEV],
 			  z->counts[i][RES_E2BIG], z->counts[i][RES_EPERM], z->counts[i][RES_EOPNOTSUPP],
-			  z->counts[i][RES_EBADF], z->counts[i][RES_OTHER]);
+			  z->counts[i][RES_EBADF], z->counts[i][RES_EBUSY], z->counts[i][RES_OTHER]);
 }
 
 /*
@@ -496,8 +499,11 @@ static void fz_top_up(struct fz *z)
 	{
 		struct obj *o = &z->obj[0];
 
+		/* In whichever mode its dma-buf already has. */
 		if (o->dmabuf < 0)
 			o->dmabuf = hd_export(z->fd, o->handle, 0);
+		if (o->dmabuf == -EBUSY)
+			o->dmabuf = hd_export(z->fd, o->handle, 1);
 		KTAP_ASSERT(o->dmabuf >= 0);
 		KTAP_ASSERT_EQ(hd_close_handle(z->fd, o->handle), 0);
 		o->handle = 0;

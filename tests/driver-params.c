@@ -147,11 +147,70 @@ static void over_100_refused(void)
 	KTAP_EXPECT_EQ(hd_module_param("node_quota_pct"), 50);
 }
 
+/*
+ * page_pin_limit bounds how many times one page may be pinned (GUP adds
+ * 1024 to a small page's reference count per pin, so unbounded pinning of
+ * one page would overflow it): loaded with 4, a page pins 4 times, the
+ * 5th PIN of it fails with EOVERFLOW and so does a larger range holding
+ * it, pinning nothing; once a buffer goes it pins again. The default is
+ * 1048576; 0 and values over it refuse the load.
+ */
+static void page_pin_limit(void)
+{
+	static const char *const bad[] = {
+		"page_pin_limit=0", "page_pin_limit=1048577", "page_pin_limit=4294967295",
+	};
+	const char *path = hd_module_path();
+	size_t pg = hd_page();
+	char *mem = hd_alloc(2 * pg, -1);
+	struct hd_stats before, after;
+	long long pins;
+	uint32_t h[4], h5;
+	int fd;
+
+	KTAP_ASSERT_EQ(reload(""), 0);
+	KTAP_EXPECT_EQ(hd_module_param("page_pin_limit"), 1048576);
+	KTAP_ASSERT_EQ(reload("page_pin_limit=4"), 0);
+	KTAP_EXPECT_EQ(hd_module_param("page_pin_limit"), 4);
+	fd = hd_open();
+	for (int i = 0; i < 4; i++)
+		KTAP_ASSERT_EQ(hd_pin(fd, mem + pg, pg, HACCEL_DRM_NODE_ANY, 0, &h[i]), 0);
+	pins = hd_foll_pins();
+	hd_stats(fd, &before);
+	KTAP_EXPECT_EQ(hd_pin(fd, mem + pg, pg, HACCEL_DRM_NODE_ANY, 0, &h5), -EOVERFLOW);
+	KTAP_EXPECT_EQ(hd_pin(fd, mem, 2 * pg, HACCEL_DRM_NODE_ANY, 0, &h5), -EOVERFLOW);
+	hd_stats(fd, &after);
+	KTAP_EXPECT_EQ(after.s.client_bos, before.s.client_bos);
+	KTAP_EXPECT_EQ(after.s.node_total, 4 * pg);
+	if (pins >= 0)
+		KTAP_EXPECT_EQ(hd_foll_pins(), pins);
+	/* The other page is not limited; one buffer fewer and the page pins again. */
+	KTAP_EXPECT_EQ(hd_pin(fd, mem, pg, HACCEL_DRM_NODE_ANY, 0, &h5), 0);
+	KTAP_EXPECT_EQ(hd_close_handle(fd, h5), 0);
+	KTAP_EXPECT_EQ(hd_close_handle(fd, h[0]), 0);
+	KTAP_EXPECT_EQ(hd_pin(fd, mem, 2 * pg, HACCEL_DRM_NODE_ANY, 0, &h5), 0);
+	close(fd);
+	munmap(mem, 2 * pg);
+
+	KTAP_ASSERT_EQ(hd_module_unload(), 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int r = hd_module_load(path, bad[i]);
+
+		if (r != -EINVAL)
+			ktap_diag("%s: %d", bad[i], r);
+		KTAP_EXPECT_EQ(r, -EINVAL);
+		expect_nothing_loaded();
+	}
+	KTAP_EXPECT_EQ(hd_module_load(path, ""), 0);
+	KTAP_EXPECT_EQ(hd_module_param("page_pin_limit"), 1048576);
+}
+
 static const struct ktap_case cases[] = {
 	KTAP_CASE(defaults_exact),
 	KTAP_CASE(other_percentages),
 	KTAP_CASE(bounds_load),
 	KTAP_CASE(over_100_refused),
+	KTAP_CASE(page_pin_limit),
 };
 
 int main(int argc, char **argv)

@@ -661,6 +661,49 @@ static void pin_struct_readonly(void)
 	KTAP_EXPECT_EQ(pin_try(f.fd, *(struct drm_haccel_pin *)ro), 0);
 }
 
+/*
+ * A PIN struct longer than the driver's (newer userspace: a zero tail) is
+ * copied back whole, tail included, by the DRM core: a tail on a read-only
+ * page fails the call before anything is pinned, though every byte the
+ * driver knows is writable.
+ */
+static void pin_long_struct_tail_readonly(void)
+{
+	struct fixture f = fx_make();
+	struct hd_stats before, after;
+	long long pins = hd_foll_pins();
+	char *two = mmap(NULL, 2 * f.pg, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *s;
+
+	KTAP_ASSERT(two != MAP_FAILED);
+	memset(two, 0, 2 * f.pg);
+	for (unsigned int extra = 8; extra <= 64; extra *= 2) {
+		unsigned long cmd = hd_cmd(DRM_HACCEL_PIN, _IOC_READ | _IOC_WRITE,
+					   (unsigned int)sizeof(f.pin) + extra);
+
+		/* The known 32 bytes end the writable page, the tail is on the next. */
+		KTAP_ASSERT_EQ(mprotect(two + f.pg, f.pg, PROT_READ | PROT_WRITE), 0);
+		memset(two, 0, 2 * f.pg);
+		s = two + f.pg - sizeof(f.pin);
+		memcpy(s, &f.pin, sizeof(f.pin));
+		KTAP_ASSERT_EQ(mprotect(two + f.pg, f.pg, PROT_READ), 0);
+		hd_stats(f.fd, &before);
+		KTAP_EXPECT_EQ(hd_ioctl(f.fd, cmd, s), -EFAULT);
+		hd_stats(f.fd, &after);
+		KTAP_EXPECT_EQ(after.s.client_bos, before.s.client_bos);
+		KTAP_EXPECT_EQ(after.s.node_total, before.s.node_total);
+		if (pins >= 0)
+			KTAP_EXPECT_EQ(hd_foll_pins(), pins);
+		/* The tail writable: the same call pins and writes the handle. */
+		KTAP_ASSERT_EQ(mprotect(two + f.pg, f.pg, PROT_READ | PROT_WRITE), 0);
+		KTAP_EXPECT_EQ(hd_ioctl(f.fd, cmd, s), 0);
+		KTAP_EXPECT(((struct drm_haccel_pin *)s)->handle != 0);
+		KTAP_EXPECT_EQ(hd_close_handle(f.fd, ((struct drm_haccel_pin *)s)->handle), 0);
+	}
+	munmap(two, 2 * f.pg);
+}
+
 static void pin_bad_node(void)
 {
 	struct fixture f = fx_make();
@@ -1006,6 +1049,55 @@ static void primary_node_serves_ioctls(void)
 	KTAP_EXPECT_EQ(hd_close_handle(fd, h2), 0);
 }
 
+/*
+ * The primary node's other way to share (docs/driver.md, security model):
+ * an authenticated file there (its master, the first opener, or root's)
+ * can publish a buffer under a global name with GEM_FLINK, and any
+ * authenticated file opens it by that name with GEM_OPEN, a handle to the
+ * same buffer (without its address). Render-node files can do neither.
+ */
+static void primary_node_flink_open(void)
+{
+	int fd = hd_open(), card = hd_try_open_card(), card2;
+	size_t pg = hd_page();
+	char *mem = hd_alloc(pg, -1);
+	struct drm_gem_flink fl;
+	struct drm_gem_open op;
+	struct drm_haccel_bo_info bi;
+	uint64_t base = hd_node_total(fd);
+	uint32_t h, hr;
+
+	if (card < 0)
+		hd_missing("no haccel primary node /dev/dri/cardN: %s", strerror(errno));
+	hd_need_root();
+	card2 = hd_try_open_card();
+	KTAP_ASSERT(card2 >= 0);
+	KTAP_ASSERT_EQ(hd_pin(card, mem, pg, HACCEL_DRM_NODE_ANY, 0, &h), 0);
+	memset(&fl, 0, sizeof(fl));
+	fl.handle = h;
+	KTAP_ASSERT_EQ(hd_ioctl(card, DRM_IOCTL_GEM_FLINK, &fl), 0);
+	KTAP_EXPECT(fl.name != 0);
+	memset(&op, 0, sizeof(op));
+	op.name = fl.name;
+	KTAP_ASSERT_EQ(hd_ioctl(card2, DRM_IOCTL_GEM_OPEN, &op), 0);
+	KTAP_EXPECT_EQ(op.size, pg);
+	KTAP_EXPECT_EQ(hd_bo_info(card2, op.handle, &bi, NULL, 0), 0);
+	KTAP_EXPECT_EQ(bi.size, pg);
+	KTAP_EXPECT_EQ(bi.addr, 0);
+	/* The render node refuses both. */
+	KTAP_ASSERT_EQ(hd_pin(fd, mem, pg, HACCEL_DRM_NODE_ANY, 0, &hr), 0);
+	memset(&fl, 0, sizeof(fl));
+	fl.handle = hr;
+	KTAP_EXPECT_EQ(hd_ioctl(fd, DRM_IOCTL_GEM_FLINK, &fl), -EACCES);
+	KTAP_EXPECT_EQ(hd_ioctl(fd, DRM_IOCTL_GEM_OPEN, &op), -EACCES);
+	KTAP_EXPECT_EQ(hd_close_handle(fd, hr), 0);
+	KTAP_EXPECT_EQ(hd_close_handle(card2, op.handle), 0);
+	KTAP_EXPECT_EQ(hd_close_handle(card, h), 0);
+	close(card2);
+	close(card);
+	KTAP_EXPECT_EQ(hd_node_total(fd), base);
+}
+
 static void prime_import_foreign_fd(void)
 {
 	int fd = hd_open();
@@ -1047,6 +1139,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(pin_shmem_accepted),
 	KTAP_CASE(pin_hugetlb_accepted),
 	KTAP_CASE(pin_struct_readonly),
+	KTAP_CASE(pin_long_struct_tail_readonly),
 	KTAP_CASE(pin_bad_node),
 	KTAP_CASE(pin_strict_any_node),
 	KTAP_CASE(pin_bad_pointer),
@@ -1071,6 +1164,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(prime_export_bad_handle),
 	KTAP_CASE(prime_import_foreign_fd),
 	KTAP_CASE(primary_node_serves_ioctls),
+	KTAP_CASE(primary_node_flink_open),
 };
 
 int main(int argc, char **argv)

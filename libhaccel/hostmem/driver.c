@@ -703,9 +703,23 @@ fail:
 	case EFAULT:
 		snprintf(detail, sizeof(detail), "the range is not ordinary writable memory of this process");
 		break;
-	case ENOMEM:
-		snprintf(detail, sizeof(detail), "the kernel has no memory for the page array");
+	case EOPNOTSUPP:
+		snprintf(detail, sizeof(detail),
+			 "the range is not anonymous, hugetlb or shmem memory (a file of a disk file system?)");
 		break;
+	case ENOMEM:
+		snprintf(detail, sizeof(detail),
+			 "the kernel is out of memory (for the page array, or to migrate pages out of a movable zone or CMA before pinning them)");
+		break;
+	case EOVERFLOW:
+		snprintf(detail, sizeof(detail),
+			 "a page of the range is pinned too many times already (haccel.ko's page_pin_limit)");
+		break;
+#ifdef EHWPOISON
+	case EHWPOISON:
+		snprintf(detail, sizeof(detail), "a page of the range has a hardware memory error");
+		break;
+#endif
 	case EINVAL:
 		snprintf(detail, sizeof(detail), "the driver rejected the arguments (node %d offline?)",
 			 node);
