@@ -45,6 +45,15 @@ void haccel__log(const struct haccel_ctx *ctx, int level, const char *fmt, ...)
 		emit(ctx, level, line);
 }
 
+/* The last failure recorded by this thread (of any context): the library's
+ * own callers compare counts around a call to tell whether that call said
+ * why, without mistaking another thread's failure for it. */
+static _Thread_local struct {
+	const struct haccel_ctx *ctx;
+	uint64_t n;
+	char msg[1024];
+} thread_err;
+
 int haccel__fail(struct haccel_ctx *ctx, int status, const char *fmt, ...)
 {
 	char line[1024];
@@ -59,9 +68,30 @@ int haccel__fail(struct haccel_ctx *ctx, int status, const char *fmt, ...)
 	memcpy(ctx->last_error, line, sizeof(line));
 	ctx->n_errors++;
 	pthread_mutex_unlock(&ctx->lock);
+	thread_err.ctx = ctx;
+	thread_err.n++;
+	memcpy(thread_err.msg, line, sizeof(line));
 	if (ctx->log_level >= HACCEL_LOG_ERROR)
 		emit(ctx, HACCEL_LOG_ERROR, line);
 	return status;
+}
+
+uint64_t haccel__thread_errors(void)
+{
+	return thread_err.n;
+}
+
+size_t haccel__thread_last_error(const struct haccel_ctx *ctx, char *buf, size_t len)
+{
+	size_t n = thread_err.ctx == ctx ? strlen(thread_err.msg) : 0;
+
+	if (buf && len) {
+		size_t c = n < len - 1 ? n : len - 1;
+
+		memcpy(buf, thread_err.msg, c);
+		buf[c] = '\0';
+	}
+	return n;
 }
 
 size_t haccel_last_error(struct haccel_ctx *ctx, char *buf, size_t len)

@@ -13,6 +13,13 @@ void haccel__log(const struct haccel_ctx *ctx, int level, const char *fmt, ...)
 #define haccel__info(ctx, ...) haccel__log(ctx, HACCEL_LOG_INFO, __VA_ARGS__)
 #define haccel__dbg(ctx, ...) haccel__log(ctx, HACCEL_LOG_DEBUG, __VA_ARGS__)
 
+/* Failures haccel__fail() recorded in this thread, and the last one's
+ * message if it was for ctx (else ""): for the library's own use around
+ * a call whose failure it wraps (haccel_last_error() is the context's,
+ * whichever thread failed). */
+uint64_t haccel__thread_errors(void);
+size_t haccel__thread_last_error(const struct haccel_ctx *ctx, char *buf, size_t len);
+
 /* Parse "error|warn|info|debug" or a digit; -EINVAL when neither. */
 int haccel__log_level_parse(const char *s);
 

@@ -109,7 +109,9 @@ struct haccel_open_params {
 	int32_t log_level;     /* enum haccel_log_level; HACCEL_LOG env overrides */
 	uint32_t reserved;     /* must be 0 */
 	/* Receives each log line (no trailing newline); must not call back
-	 * into the context. NULL: lines go to stderr prefixed "haccel: ". */
+	 * into the context. Called from whichever thread logs, several at
+	 * once when threads share the context: it must be thread-safe. NULL:
+	 * lines go to stderr prefixed "haccel: ", one write(2) a line. */
 	void (*log_fn)(void *user, int level, const char *msg);
 	void *log_user;
 };
@@ -129,7 +131,12 @@ HACCEL_API void haccel_close(struct haccel_ctx *ctx);
 /*
  * Copy the context's most recent detailed error message (which file, which
  * tensor, which rule; which limit and how to raise it) into buf, NUL
- * terminated. Returns the message length (0: none yet). Thread-safe.
+ * terminated. Returns the message length (0: none yet). Thread-safe, but
+ * the message is the context's, whichever thread failed last: where
+ * several threads may fail at once on one context, take each failure's
+ * message from log_fn (called once per failure, before the failing call
+ * returns: in the calling thread, or in a worker thread of that call, as
+ * a weights load's I/O thread) or give each thread its own context.
  */
 HACCEL_API size_t haccel_last_error(struct haccel_ctx *ctx, char *buf, size_t len);
 

@@ -256,14 +256,11 @@ static int sink_copy(struct haccel_ctx *ctx, const struct haccel_sink *s,
 	return 0;
 }
 
+/* Failures this thread recorded so far (sink_fail's reference). */
 static uint64_t error_count(struct haccel_ctx *ctx)
 {
-	uint64_t n;
-
-	pthread_mutex_lock(&ctx->lock);
-	n = ctx->n_errors;
-	pthread_mutex_unlock(&ctx->lock);
-	return n;
+	(void)ctx;
+	return haccel__thread_errors();
 }
 
 /*
@@ -282,9 +279,9 @@ static int sink_fail(struct loader *L, int ret, uint64_t errs, const char *fmt, 
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	if (error_count(L->ctx) != errs)
-		haccel_last_error(L->ctx, why, sizeof(why));
-	else
+	/* The sink said why in this thread (the one that called it), or
+	 * not: another thread's failure on the context is not its reason. */
+	if (error_count(L->ctx) == errs || !haccel__thread_last_error(L->ctx, why, sizeof(why)))
 		snprintf(why, sizeof(why), "%s", strerror(-ret));
 	return haccel__fail(L->ctx, ret, "%s: %s", what, why);
 }
