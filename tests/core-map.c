@@ -32,6 +32,8 @@ static void t_basic(void)
 	KTAP_EXPECT_EQ(haccel__map_insert(&m, 11, 3), 0);
 	KTAP_EXPECT_EQ(haccel__map_insert(&m, 12, 4), 0);
 	KTAP_EXPECT_EQ(haccel__map_insert(&m, 13, 5), -ENOSPC);
+	/* The value that marks free buckets is no value: invalid, full or not. */
+	KTAP_EXPECT_EQ(haccel__map_insert(&m, 13, HACCEL__MAP_EMPTY), -EINVAL);
 	KTAP_EXPECT_EQ(count_val(&m, 10, 1) + count_val(&m, 10, 2), 2);
 	KTAP_EXPECT_EQ(haccel__map_remove(&m, 10, 3), -ENOENT);
 	KTAP_EXPECT_EQ(haccel__map_remove(&m, 10, 1), 0);
@@ -41,6 +43,9 @@ static void t_basic(void)
 	haccel__map_clear(&m);
 	KTAP_EXPECT_EQ(m.count, 0);
 	KTAP_EXPECT_EQ(count_val(&m, 10, 2), 0);
+	KTAP_EXPECT_EQ(haccel__map_insert(&m, 10, HACCEL__MAP_EMPTY), -EINVAL);
+	KTAP_EXPECT_EQ(m.count, 0);
+	KTAP_EXPECT_EQ(haccel__map_check(&m), 0);
 	haccel__map_fini(&m);
 }
 

@@ -2,6 +2,8 @@
 /* Status codes, version queries and context creation behave as documented. */
 #include "config.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +41,10 @@ static void t_system_errno_described(void)
 	KTAP_EXPECT(!strcmp(haccel_strerror(-100000), "unknown status"));
 	KTAP_EXPECT(!strcmp(haccel_strerror(7), "unknown status"));
 	KTAP_EXPECT(!strcmp(haccel_status_name(7), "EUNKNOWN"));
+	/* INT_MIN has no negation (undefined behaviour under UBSan). */
+	KTAP_EXPECT(!strcmp(haccel_strerror(INT_MIN), "unknown status"));
+	KTAP_EXPECT(!strcmp(haccel_status_name(INT_MIN), "EUNKNOWN"));
+	KTAP_EXPECT(!strcmp(haccel_status_name(INT_MIN + 1), "EUNKNOWN"));
 }
 
 static void t_version(void)
@@ -127,12 +133,63 @@ static void t_open_rejects_bad_params(void)
 	KTAP_EXPECT_EQ(haccel_open(&big.p, &ctx), -EINVAL);
 }
 
+static char root_error[1024];
+static int root_errors;
+static void keep_error(void *user, int level, const char *msg)
+{
+	(void)user;
+	if (level == HACCEL_LOG_ERROR) {
+		root_errors++;
+		snprintf(root_error, sizeof(root_error), "%s", msg);
+	}
+}
+
+/* A $HACCEL_SYSFS_ROOT that does not fit is refused, not cut short. */
+static void t_open_sysfs_root_too_long(void)
+{
+	struct haccel_open_params p;
+	struct haccel_ctx *ctx = (struct haccel_ctx *)&p;
+	char root[400];
+
+	haccel_open_params_init(&p);
+	p.log_fn = keep_error;
+	memset(root, 'd', sizeof(root));
+	root[0] = '/';
+	/* 255 bytes fit. */
+	root[255] = '\0';
+	KTAP_ASSERT_EQ(setenv("HACCEL_SYSFS_ROOT", root, 1), 0);
+	KTAP_ASSERT_EQ(haccel_open(&p, &ctx), 0);
+	haccel_close(ctx);
+	KTAP_EXPECT_EQ(root_errors, 0);
+
+	/* 256 do not: -EINVAL, no context, and the reason is logged. */
+	root[255] = 'd';
+	root[256] = '\0';
+	KTAP_ASSERT_EQ(setenv("HACCEL_SYSFS_ROOT", root, 1), 0);
+	KTAP_EXPECT_EQ(haccel_open(&p, &ctx), -EINVAL);
+	KTAP_EXPECT(ctx == NULL);
+	KTAP_EXPECT_EQ(root_errors, 1);
+	KTAP_EXPECT(strstr(root_error, "HACCEL_SYSFS_ROOT is 256 bytes long") != NULL);
+	KTAP_EXPECT(strstr(root_error, "255") != NULL);
+
+	root[256] = 'd';
+	root[sizeof(root) - 1] = '\0';
+	KTAP_ASSERT_EQ(setenv("HACCEL_SYSFS_ROOT", root, 1), 0);
+	ctx = (struct haccel_ctx *)&p;
+	KTAP_EXPECT_EQ(haccel_open(&p, &ctx), -EINVAL);
+	KTAP_EXPECT(ctx == NULL);
+	KTAP_EXPECT_EQ(root_errors, 2);
+	KTAP_EXPECT(strstr(root_error, "is 399 bytes long") != NULL);
+	unsetenv("HACCEL_SYSFS_ROOT");
+}
+
 static const struct ktap_case cases[] = {
 	KTAP_CASE(t_every_status_has_name_and_message),
 	KTAP_CASE(t_system_errno_described),
 	KTAP_CASE(t_version),
 	KTAP_CASE(t_open_close),
 	KTAP_CASE(t_open_rejects_bad_params),
+	KTAP_CASE(t_open_sysfs_root_too_long),
 };
 
 int main(int argc, char **argv)

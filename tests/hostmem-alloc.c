@@ -388,6 +388,14 @@ static void t_bad_params(void)
 	REFUSE(node, INT32_MIN, -ENODEV, "HACCEL_NODE_ANY");
 #undef REFUSE
 
+	/* Past the size check, but no huge page pool could hold it: no advice
+	 * to reserve 2^43 pages. */
+	haccel_hostmem_params_init(&p);
+	p.flags = HACCEL_HOSTMEM_HUGETLB;
+	p.bytes = UINT64_MAX - 4 * MIB;
+	expect_refused(ctx, &p, -ENOMEM, "too large a request", __LINE__);
+	KTAP_EXPECT(!strstr(hm_err(ctx), "echo"));
+
 	/* A larger struct from a newer caller: zero tail fine, else refused. */
 	memset(&big, 0, sizeof(big));
 	haccel_hostmem_params_init(&big.p);

@@ -19,6 +19,20 @@ static bool cpu_in(const struct haccel_numa_node *n, int c)
 	return (n->cpus[c / 64] >> (c % 64)) & 1;
 }
 
+/* A fixture file of len bytes, NUL bytes included. */
+static void put_bytes(const char *root, const char *rel, const void *data, size_t len)
+{
+	char path[512];
+	FILE *f;
+
+	hm_put(root, rel, ""); /* the directories */
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	f = fopen(path, "w");
+	KTAP_ASSERT(f != NULL);
+	KTAP_ASSERT_EQ(fwrite(data, 1, len, f), len);
+	KTAP_ASSERT_EQ(fclose(f), 0);
+}
+
 /* Two nodes as on a 2-socket GPU node, plus the files beside node dirs. */
 static const char *two_node_fixture(void)
 {
@@ -133,8 +147,15 @@ static void t_malformed_cpulist(void)
 		{ "0-7:2/4\n", -EBADMSG, "unexpected ':'" },
 		{ "5,5\n", -EBADMSG, "CPU 5 listed twice" },
 		{ "0-3,2\n", -EBADMSG, "CPU 2 listed twice" },
-		{ "99999999999\n", -EBADMSG, "unexpected" },
 		{ "1024\n", -ERANGE, "HACCEL_MAX_CPUS" },
+		/* However many digits: named, not "unexpected" at a column. */
+		{ "99999999999\n", -ERANGE, "CPU 99999999999 is beyond the 1024 CPUs" },
+		{ "0-1000001\n", -ERANGE, "CPU 1000001 is beyond the 1024 CPUs" },
+		{ "0,99999999\n", -ERANGE, "CPU 99999999 is beyond" },
+		{ "2048-4096\n", -ERANGE, "CPU 2048 is beyond" },
+		{ "0-1023,1024\n", -ERANGE, "CPU 1024 is beyond" },
+		{ "123456789012345678901234567890\n", -ERANGE,
+		  "CPU 123456789012345678901234... is beyond" },
 		{ "\n\n", -EBADMSG, "unexpected" },
 	};
 
@@ -156,6 +177,70 @@ static void t_malformed_cpulist(void)
 		/* The flat fallback reads cpu/online with the same parser. */
 		haccel_close(ctx);
 	}
+}
+
+/* sysfs files are length-delimited: a NUL byte is content, and wrong. */
+static void t_nul_bytes(void)
+{
+	static const char cpulist[] = "0\0,5-9 junk\n";
+	static const char numa_node[] = "0\0junk\n";
+	const char *root = hm_fixture_new();
+	struct haccel_numa_node nodes[2];
+	struct haccel_ctx *ctx;
+	int node = 99;
+
+	hm_put_node(root, 0, "0\n", 64, 32);
+	put_bytes(root, "devices/system/node/node1/cpulist", cpulist, sizeof(cpulist) - 1);
+	put_bytes(root, "bus/pci/devices/0000:3b:00.0/numa_node", numa_node,
+		  sizeof(numa_node) - 1);
+	put_bytes(root, "bus/pci/devices/0000:3c:00.0/numa_node", "1\0", 2);
+	ctx = hm_ctx();
+	KTAP_EXPECT_EQ(haccel_numa_nodes(ctx, nodes, 2), -EBADMSG);
+	HM_EXPECT_ERR(ctx, "node1/cpulist: unexpected 0x00 at column 2");
+	KTAP_EXPECT_EQ(haccel_numa_node_of_pci(ctx, "3b:00.0", &node), -EBADMSG);
+	HM_EXPECT_ERR(ctx, "not a node number");
+	KTAP_EXPECT_EQ(haccel_numa_node_of_pci(ctx, "3c:00.0", &node), -EBADMSG);
+	KTAP_EXPECT_EQ(node, 99);
+
+	/* The flat node's cpu/online too. */
+	root = hm_fixture_new();
+	put_bytes(root, "devices/system/cpu/online", cpulist, sizeof(cpulist) - 1);
+	haccel_close(ctx);
+	ctx = hm_ctx();
+	KTAP_EXPECT_EQ(haccel_numa_nodes(ctx, nodes, 2), -EBADMSG);
+	HM_EXPECT_ERR(ctx, "cpu/online: unexpected 0x00 at column 2");
+	haccel_close(ctx);
+}
+
+/* Files fill the read buffer (8192 bytes) exactly up to its last byte. */
+static void t_file_fills_buffer(void)
+{
+	enum { TEXT_MAX = 8191 };
+	const char *root = hm_fixture_new();
+	struct haccel_numa_node nodes[1];
+	struct haccel_ctx *ctx;
+	char text[TEXT_MAX + 2];
+	int n;
+
+	hm_put(root, "devices/system/node/node0/cpulist", "0\n");
+	/* A meminfo of exactly TEXT_MAX bytes: read whole, not "too long". */
+	n = snprintf(text, sizeof(text),
+		     "Node 0 MemTotal:       1000 kB\nNode 0 MemFree:        600 kB\n");
+	memset(text + n, 'x', TEXT_MAX - n - 1);
+	text[TEXT_MAX - 1] = '\n';
+	put_bytes(root, "devices/system/node/node0/meminfo", text, TEXT_MAX);
+	ctx = hm_ctx();
+	KTAP_ASSERT_EQ(haccel_numa_nodes(ctx, nodes, 1), 1);
+	KTAP_EXPECT_EQ(nodes[0].mem_total, 1000ull * 1024);
+	KTAP_EXPECT_EQ(nodes[0].mem_free, 600ull * 1024);
+
+	/* One byte more does not fit. */
+	text[TEXT_MAX - 1] = 'x';
+	text[TEXT_MAX] = '\n';
+	put_bytes(root, "devices/system/node/node0/meminfo", text, TEXT_MAX + 1);
+	KTAP_EXPECT_EQ(haccel_numa_nodes(ctx, nodes, 1), -EBADMSG);
+	HM_EXPECT_ERR(ctx, "node0/meminfo is longer than 8191 bytes");
+	haccel_close(ctx);
 }
 
 static void t_malformed_meminfo(void)
@@ -219,6 +304,49 @@ static void t_no_node_directory(void)
 	haccel_close(ctx);
 }
 
+/*
+ * Node ids stop at 1023 (NODES_SHIFT <= 10): a directory beyond is refused,
+ * neither skipped nor replaced by the flat node 0.
+ */
+static void t_node_id_out_of_range(void)
+{
+	static const char *const names[] = {
+		"node1024", "node99999", "node99999999999999999999999",
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const char *root = hm_fixture_new();
+		struct haccel_numa_node nodes[2];
+		struct haccel_ctx *ctx;
+		char rel[128];
+
+		hm_put_node(root, 5, "0\n", 64, 32);
+		snprintf(rel, sizeof(rel), "devices/system/node/%s/cpulist", names[i]);
+		hm_put(root, rel, "1\n");
+		ctx = hm_ctx();
+		KTAP_EXPECT_EQ(haccel_numa_nodes(ctx, nodes, 2), -ERANGE);
+		HM_EXPECT_ERR(ctx, names[i]);
+		HM_EXPECT_ERR(ctx, "beyond the 1024 node ids");
+		KTAP_EXPECT_EQ(haccel_numa_nodes(ctx, NULL, 0), -ERANGE);
+		haccel_close(ctx);
+	}
+
+	/* Alone beside cpu/online: still no made-up node 0. */
+	{
+		const char *root = hm_fixture_new();
+		struct haccel_numa_node nodes[2];
+		struct haccel_ctx *ctx;
+
+		hm_put(root, "devices/system/node/node1024/cpulist", "0\n");
+		hm_put(root, "devices/system/cpu/online", "0\n");
+		ctx = hm_ctx();
+		KTAP_EXPECT_EQ(haccel_numa_nodes(ctx, nodes, 2), -ERANGE);
+		HM_EXPECT_ERR(ctx, "node1024");
+		KTAP_EXPECT_EQ(haccel__numa_bind_thread(ctx, 0), -ERANGE);
+		haccel_close(ctx);
+	}
+}
+
 static void pci_fixture(const char *root)
 {
 	hm_put(root, "bus/pci/devices/0000:3b:00.0/numa_node", "1\n");
@@ -227,6 +355,19 @@ static void pci_fixture(const char *root)
 	hm_put(root, "bus/pci/devices/0000:af:00.0/numa_node", "one\n");
 	hm_put(root, "bus/pci/devices/0000:b0:00.0/numa_node", "-2\n");
 	hm_put(root, "bus/pci/devices/0000:b1:00.0/numa_node", "1 2\n");
+	/* Not what the kernel writes: an optional '-', digits, one newline. */
+	hm_put(root, "bus/pci/devices/0000:c0:00.0/numa_node", " +0\n");
+	hm_put(root, "bus/pci/devices/0000:c1:00.0/numa_node", "+1\n");
+	hm_put(root, "bus/pci/devices/0000:c2:00.0/numa_node", " 1\n");
+	hm_put(root, "bus/pci/devices/0000:c3:00.0/numa_node", "1\n\n");
+	hm_put(root, "bus/pci/devices/0000:c4:00.0/numa_node", "\n");
+	hm_put(root, "bus/pci/devices/0000:c5:00.0/numa_node", "");
+	hm_put(root, "bus/pci/devices/0000:c6:00.0/numa_node", "-\n");
+	hm_put(root, "bus/pci/devices/0000:c7:00.0/numa_node", "0x1\n");
+	hm_put(root, "bus/pci/devices/0000:c8:00.0/numa_node", "1024\n");
+	hm_put(root, "bus/pci/devices/0000:c9:00.0/numa_node", "99999999999999999999\n");
+	hm_put(root, "bus/pci/devices/0000:ca:00.0/numa_node", "\t1\n");
+	hm_put(root, "bus/pci/devices/0000:cb:00.0/numa_node", "1023");
 }
 
 static void t_pci_numa_node(void)
@@ -303,7 +444,20 @@ static void t_pci_malformed(void)
 	HM_EXPECT_ERR(ctx, "not a node number");
 	KTAP_EXPECT_EQ(haccel_numa_node_of_pci(ctx, "b0:00.0", &node), -EBADMSG);
 	KTAP_EXPECT_EQ(haccel_numa_node_of_pci(ctx, "b1:00.0", &node), -EBADMSG);
+	for (unsigned int bus = 0xc0; bus <= 0xca; bus++) {
+		char id[16];
+		int ret;
+
+		snprintf(id, sizeof(id), "%02x:00.0", bus);
+		ret = haccel_numa_node_of_pci(ctx, id, &node);
+		if (ret != -EBADMSG)
+			ktap_fail_at(__FILE__, __LINE__, "%s: %d, want -EBADMSG", id, ret);
+		HM_EXPECT_ERR(ctx, "not a node number");
+	}
 	KTAP_EXPECT_EQ(node, 99);
+	/* No newline at all is fine, and 1023 is the last node id. */
+	KTAP_EXPECT_EQ(haccel_numa_node_of_pci(ctx, "cb:00.0", &node), 0);
+	KTAP_EXPECT_EQ(node, 1023);
 	haccel_close(ctx);
 }
 
@@ -333,6 +487,46 @@ static void expect_affinity_only(int cpu)
 	KTAP_ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
 	KTAP_EXPECT_EQ(CPU_COUNT(&set), 1);
 	KTAP_EXPECT(CPU_ISSET(cpu, &set));
+}
+
+/*
+ * devices/system/node with no node<N> directory (only online, possible...)
+ * is a machine without NUMA too: haccel_numa_nodes() reports node 0 with
+ * the online CPUs, and binding to that node 0 binds to them.
+ */
+static void t_bind_thread_flat_node(void)
+{
+	const char *root = hm_fixture_new();
+	struct haccel_numa_node nodes[2];
+	struct haccel_ctx *ctx;
+	char list[32], path[512];
+	cpu_set_t set;
+	int a, b;
+
+	two_cpus(&a, &b);
+	snprintf(list, sizeof(list), "%d,%d\n", a, b);
+	hm_put(root, "devices/system/cpu/online", list);
+	hm_put(root, "devices/system/node/online", "0\n");
+	hm_put(root, "devices/system/node/possible", "0\n");
+	hm_put(root, "devices/system/node/power/async", "disabled\n");
+	ctx = hm_ctx();
+	for (int pass = 0; pass < 2; pass++) {
+		/* Pass 0: node/ without node dirs; pass 1: no node/ at all. */
+		KTAP_ASSERT_EQ(haccel_numa_nodes(ctx, nodes, 2), 1);
+		KTAP_EXPECT_EQ(nodes[0].id, 0);
+		KTAP_EXPECT_EQ(nodes[0].n_cpus, 2);
+		KTAP_EXPECT_EQ(haccel__numa_bind_thread(ctx, 0), 0);
+		KTAP_ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+		KTAP_EXPECT_EQ(CPU_COUNT(&set), 2);
+		KTAP_EXPECT(CPU_ISSET(a, &set) && CPU_ISSET(b, &set));
+		KTAP_EXPECT_EQ(haccel__numa_bind_thread(ctx, 1), -ENODEV);
+		HM_EXPECT_ERR(ctx, "no node 1");
+		if (pass == 0) {
+			snprintf(path, sizeof(path), "%s/devices/system/node", root);
+			KTAP_ASSERT_EQ(test_rmtree(path), 0);
+		}
+	}
+	haccel_close(ctx);
 }
 
 static void t_bind_thread_fixture(void)
@@ -440,11 +634,15 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(t_sparse_ids_sorted),
 	KTAP_CASE(t_memoryless_and_cpuless),
 	KTAP_CASE(t_malformed_cpulist),
+	KTAP_CASE(t_nul_bytes),
+	KTAP_CASE(t_file_fills_buffer),
 	KTAP_CASE(t_malformed_meminfo),
 	KTAP_CASE(t_no_node_directory),
+	KTAP_CASE(t_node_id_out_of_range),
 	KTAP_CASE(t_pci_numa_node),
 	KTAP_CASE(t_pci_missing_device),
 	KTAP_CASE(t_pci_malformed),
+	KTAP_CASE(t_bind_thread_flat_node),
 	KTAP_CASE(t_bind_thread_fixture),
 	KTAP_CASE(t_real_sysfs),
 };

@@ -90,9 +90,6 @@ int haccel_open(const struct haccel_open_params *params,
 		return ret;
 	}
 	pthread_mutex_init(&ctx->lock, NULL);
-	env = getenv("HACCEL_SYSFS_ROOT");
-	snprintf(ctx->sysfs_root, sizeof(ctx->sysfs_root), "%s",
-		 env && *env ? env : "/sys");
 	ctx->log_level = p.log_level;
 	ctx->log_fn = p.log_fn;
 	ctx->log_user = p.log_user;
@@ -106,6 +103,21 @@ int haccel_open(const struct haccel_open_params *params,
 			haccel__warn(ctx, "HACCEL_LOG=%s not understood (use error, warn, info or debug); keeping level %d",
 				     env, ctx->log_level);
 	}
+
+	/* A cut root would read another tree's files: refuse it, loudly. */
+	env = getenv("HACCEL_SYSFS_ROOT");
+	if (!env || !*env)
+		env = "/sys";
+	if (strlen(env) >= sizeof(ctx->sysfs_root)) {
+		/* Logged only: no context survives to hold a last error. */
+		haccel__err(ctx, "HACCEL_SYSFS_ROOT is %zu bytes long, more than the %zu a sysfs root may have: \"%.60s...\"",
+			    strlen(env), sizeof(ctx->sysfs_root) - 1, env);
+		haccel__hostmem_ctx_fini(ctx);
+		pthread_mutex_destroy(&ctx->lock);
+		free(ctx);
+		return -EINVAL;
+	}
+	memcpy(ctx->sysfs_root, env, strlen(env) + 1);
 	haccel__dbg(ctx, "libhaccel %s opened", haccel_version_string());
 	*out = ctx;
 	return 0;

@@ -52,7 +52,10 @@ int haccel__map_insert(struct haccel__map *m, uint64_t key, uint32_t val)
 {
 	uint64_t i;
 
-	if (m->count >= m->max_entries || val == HACCEL__MAP_EMPTY)
+	/* The reserved value marks free buckets: it cannot be stored. */
+	if (val == HACCEL__MAP_EMPTY)
+		return -EINVAL;
+	if (m->count >= m->max_entries)
 		return -ENOSPC;
 	i = haccel__map_home(m, key);
 	while (m->e[i].val != HACCEL__MAP_EMPTY)

@@ -71,7 +71,8 @@ static inline uint32_t haccel__map_next(const struct haccel__map *m,
 	}
 }
 
-/* Insert (key, val); duplicates allowed. Returns 0 or -ENOSPC when full. */
+/* Insert (key, val); duplicates allowed. Returns 0, -ENOSPC when full, or
+ * -EINVAL for the reserved value HACCEL__MAP_EMPTY. */
 int haccel__map_insert(struct haccel__map *m, uint64_t key, uint32_t val);
 /* Remove the entry (key, val). Returns 0 or -ENOENT. */
 int haccel__map_remove(struct haccel__map *m, uint64_t key, uint32_t val);

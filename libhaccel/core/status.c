@@ -2,6 +2,7 @@
 /* Status strings, generated from the same table as enum haccel_status. */
 #include "config.h"
 
+#include <limits.h>
 #include <string.h>
 
 #include "haccel.h"
@@ -17,7 +18,8 @@ const char *haccel_strerror(int status)
 		HACCEL_STATUS_MAP(HACCEL__STATUS_MSG)
 #undef HACCEL__STATUS_MSG
 	}
-	if (status < 0) {
+	/* INT_MIN has no positive counterpart (and is no errno). */
+	if (status < 0 && status != INT_MIN) {
 		/* A -errno passed up from the system: glibc's thread-safe,
 		 * locale-free description. */
 		const char *d = strerrordesc_np(-status);
@@ -38,7 +40,7 @@ const char *haccel_status_name(int status)
 		HACCEL_STATUS_MAP(HACCEL__STATUS_NAME)
 #undef HACCEL__STATUS_NAME
 	}
-	if (status < 0) {
+	if (status < 0 && status != INT_MIN) {
 		const char *n = strerrorname_np(-status);
 		if (n)
 			return n;

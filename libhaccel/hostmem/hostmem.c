@@ -75,6 +75,9 @@
 	(offsetof(struct haccel_hostmem_params, bytes) + sizeof(uint64_t))
 
 #define HUGE_2M (2ull << 20)
+/* The largest user address space of any Linux: 2^56 bytes (x86-64 and
+ * RISC-V with 5-level paging). */
+#define ADDRESS_SPACE_MAX (1ull << 56)
 #define GIB (1ull << 30)
 #define CAP_IPC_LOCK_BIT 14
 /* Bits in the mbind() node mask: every node id a kernel can have. */
@@ -220,6 +223,13 @@ static void hugetlb_text(struct haccel_ctx *ctx, int node, uint64_t need,
 	long long nr, fr, rsv, nnr = -1, nfr = -1;
 	char rel[160];
 
+	/* No pool could serve it: say so rather than advise a huge echo. */
+	if (need > ADDRESS_SPACE_MAX / HUGE_2M) {
+		snprintf(buf, len,
+			 "%llu 2 MiB pages are too large a request: more than any address space holds (64 PiB at most on Linux), so no huge page pool can serve it",
+			 (unsigned long long)need);
+		return;
+	}
 	snprintf(rel, sizeof(rel), "%s/nr_hugepages", pool);
 	nr = sysfs_num(ctx, rel);
 	snprintf(rel, sizeof(rel), "%s/free_hugepages", pool);

@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,9 +32,11 @@
 #define TOPO_TEXT_MAX 8192
 
 /*
- * Read a small sysfs file into buf, NUL terminated. Returns its length, or
- * -errno (-ENOENT when missing, -EFBIG when it does not fit). No message:
- * the caller knows what a missing file means.
+ * Read a small sysfs file into buf, NUL terminated. Returns its length
+ * (the bytes read, which may hold NUL bytes of their own: callers that
+ * parse text check), or -errno (-ENOENT when missing, -EFBIG when it does
+ * not fit: more than len - 1 bytes). No message: the caller knows what a
+ * missing file means.
  */
 static int read_text(const struct haccel_ctx *ctx, char *buf, size_t len,
 		     char *path, size_t path_len, const char *rel)
@@ -46,7 +49,11 @@ static int read_text(const struct haccel_ctx *ctx, char *buf, size_t len,
 	if (fd < 0)
 		return -errno;
 	for (;;) {
-		ssize_t n = read(fd, buf + got, len - 1 - got);
+		/* Full: one more byte tells a file of exactly len - 1 bytes
+		 * (EOF next) from a longer one. */
+		bool full = got == len - 1;
+		char extra;
+		ssize_t n = full ? read(fd, &extra, 1) : read(fd, buf + got, len - 1 - got);
 
 		if (n < 0) {
 			int e = errno;
@@ -58,39 +65,51 @@ static int read_text(const struct haccel_ctx *ctx, char *buf, size_t len,
 		}
 		if (n == 0)
 			break;
-		got += (size_t)n;
-		if (got == len - 1) {
+		if (full) {
 			close(fd);
 			return -EFBIG;
 		}
+		got += (size_t)n;
 	}
 	close(fd);
 	buf[got] = '\0';
 	return (int)got;
 }
 
-/* Parse an unsigned decimal at *s; advances *s. -1 when none or too large. */
+/*
+ * Parse an unsigned decimal at *s and advance *s past all its digits.
+ * Returns -1 when there is none, and HACCEL_MAX_CPUS for any number that
+ * large or larger, however many digits it has (the caller names it).
+ */
 static long parse_cpu(const char **s)
 {
 	long v = 0;
 
 	if (!isdigit((unsigned char)**s))
 		return -1;
-	while (isdigit((unsigned char)**s)) {
-		v = v * 10 + (**s - '0');
-		if (v > 1000000)
-			return -1;
-		(*s)++;
-	}
-	return v;
+	for (; isdigit((unsigned char)**s); (*s)++)
+		if (v < HACCEL_MAX_CPUS)
+			v = v * 10 + (**s - '0');
+	return v < HACCEL_MAX_CPUS ? v : HACCEL_MAX_CPUS;
 }
 
-/* Say where a cpulist stops making sense; returns -EBADMSG. */
-static int cpulist_bad(const char *text, const char *s, char *why, size_t len)
+/* A CPU number, the digits [start, end), too large; returns -ERANGE. */
+static int cpu_too_large(const char *start, const char *end, char *why, size_t len)
+{
+	int n = (int)(end - start);
+
+	snprintf(why, len, "CPU %.*s%s is beyond the %d CPUs this build describes (HACCEL_MAX_CPUS)",
+		 n > 24 ? 24 : n, start, n > 24 ? "..." : "", HACCEL_MAX_CPUS);
+	return -ERANGE;
+}
+
+/* Say where a cpulist (text to end) stops making sense; returns -EBADMSG. */
+static int cpulist_bad(const char *text, const char *end, const char *s, char *why,
+		       size_t len)
 {
 	char what[8];
 
-	if (*s == '\0')
+	if (s == end)
 		snprintf(what, sizeof(what), "end");
 	else if (*s == '\n')
 		snprintf(what, sizeof(what), "'\\n'");
@@ -105,44 +124,47 @@ static int cpulist_bad(const char *text, const char *s, char *why, size_t len)
 
 /*
  * Parse the kernel's cpulist syntax ("0-3,8,10-11", one trailing newline,
- * empty for a memory-only node) into mask. Strict: no spaces, no empty
- * items, no reversed ranges, no stride syntax, since sysfs never writes
- * them and accepting junk would bind threads to the wrong CPUs. Returns
- * 0, -EBADMSG or -ERANGE with why set.
+ * empty for a memory-only node) from the len bytes of text (NUL terminated
+ * after them) into mask. Strict: no spaces, no empty items, no reversed
+ * ranges, no stride syntax, no NUL byte, since sysfs never writes them and
+ * accepting junk would bind threads to the wrong CPUs. Returns 0, -EBADMSG
+ * or -ERANGE (a CPU >= HACCEL_MAX_CPUS) with why set.
  */
-static int parse_cpulist(const char *text, uint64_t *mask, uint32_t *n_cpus,
+static int parse_cpulist(const char *text, size_t len, uint64_t *mask, uint32_t *n_cpus,
 			 char *why, size_t why_len)
 {
-	const char *s = text;
+	const char *s = text, *end = text + len, *nul = memchr(text, '\0', len);
 
 	memset(mask, 0, HACCEL_MAX_CPUS / 8);
 	*n_cpus = 0;
+	/* Past the first NUL a C string would see no more: refuse it. */
+	if (nul)
+		return cpulist_bad(text, end, nul, why, why_len);
 	if (*s == '\n' && s[1] == '\0')
 		return 0;
 	if (*s == '\0')
 		return 0;
 	for (;;) {
+		const char *start = s;
 		long a, b;
 
 		a = parse_cpu(&s);
 		if (a < 0)
-			return cpulist_bad(text, s, why, why_len);
+			return cpulist_bad(text, end, s, why, why_len);
+		if (a >= HACCEL_MAX_CPUS)
+			return cpu_too_large(start, s, why, why_len);
 		b = a;
 		if (*s == '-') {
-			s++;
+			start = ++s;
 			b = parse_cpu(&s);
 			if (b < 0)
-				return cpulist_bad(text, s, why, why_len);
+				return cpulist_bad(text, end, s, why, why_len);
+			if (b >= HACCEL_MAX_CPUS)
+				return cpu_too_large(start, s, why, why_len);
 			if (b < a) {
 				snprintf(why, why_len, "reversed range %ld-%ld", a, b);
 				return -EBADMSG;
 			}
-		}
-		if (b >= HACCEL_MAX_CPUS) {
-			snprintf(why, why_len,
-				 "CPU %ld is beyond the %d CPUs this build describes (HACCEL_MAX_CPUS)",
-				 b, HACCEL_MAX_CPUS);
-			return -ERANGE;
 		}
 		for (long c = a; c <= b; c++) {
 			uint64_t bit = 1ull << (c % 64);
@@ -162,7 +184,7 @@ static int parse_cpulist(const char *text, uint64_t *mask, uint32_t *n_cpus,
 			return 0;
 		if (*s == '\0')
 			return 0;
-		return cpulist_bad(text, s, why, why_len);
+		return cpulist_bad(text, end, s, why, why_len);
 	}
 }
 
@@ -179,10 +201,10 @@ static int read_cpulist(struct haccel_ctx *ctx, const char *rel,
 	if (ret < 0)
 		return haccel__fail(ctx, ret, "numa: cannot read %s: %s", path,
 				    strerror(-ret));
-	ret = parse_cpulist(buf, n->cpus, &n->n_cpus, why, sizeof(why));
+	ret = parse_cpulist(buf, (size_t)ret, n->cpus, &n->n_cpus, why, sizeof(why));
 	if (ret)
-		return haccel__fail(ctx, ret, "numa: malformed cpulist in %s: %s",
-				    path, why);
+		return haccel__fail(ctx, ret, "numa: %s cpulist in %s: %s",
+				    ret == -ERANGE ? "unusable" : "malformed", path, why);
 	return 0;
 }
 
@@ -257,7 +279,11 @@ static int cmp_int(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* A "node<N>" directory name, N decimal without sign or leading zeros. */
+/*
+ * The id of a "node<N>" directory, N decimal without sign or leading
+ * zeros; -1 for any other name, TOPO_MAX_NODE_IDS for an id that large or
+ * larger (however many digits).
+ */
 static int node_dir_id(const char *name)
 {
 	const char *p = name + 4;
@@ -269,17 +295,18 @@ static int node_dir_id(const char *name)
 	for (; *p; p++) {
 		if (!isdigit((unsigned char)*p))
 			return -1;
-		id = id * 10 + (*p - '0');
-		if (id >= TOPO_MAX_NODE_IDS)
-			return -1;
+		if (id < TOPO_MAX_NODE_IDS)
+			id = id * 10 + (*p - '0');
 	}
-	return (int)id;
+	return id < TOPO_MAX_NODE_IDS ? (int)id : TOPO_MAX_NODE_IDS;
 }
 
 /*
- * Ids of the nodes under devices/system/node, sorted, into ids. Returns
- * their number, 0 when the directory is absent (a kernel without NUMA), or
- * -errno with a message.
+ * Ids of the nodes under devices/system/node, sorted, into ids (NULL: only
+ * count them). Returns their number, 0 when the directory is absent (a
+ * kernel without NUMA) or holds no node directory, or -errno with a
+ * message: -ERANGE for a node id the kernel cannot have, which a node list
+ * without it would misdescribe.
  */
 static int list_node_ids(struct haccel_ctx *ctx, int *ids)
 {
@@ -301,17 +328,31 @@ static int list_node_ids(struct haccel_ctx *ctx, int *ids)
 	while ((d = readdir(dir))) {
 		int id = node_dir_id(d->d_name);
 
-		if (id >= 0 && n < TOPO_MAX_NODE_IDS)
-			ids[n++] = id;
+		if (id == TOPO_MAX_NODE_IDS) {
+			int ret = haccel__fail(ctx, -ERANGE,
+					       "numa: %s/%.64s: beyond the %d node ids a kernel can have (NODES_SHIFT is at most 10)",
+					       path, d->d_name, TOPO_MAX_NODE_IDS);
+
+			closedir(dir);
+			return ret;
+		}
+		/* Ids are distinct and below TOPO_MAX_NODE_IDS: ids has room. */
+		if (id >= 0 && n < TOPO_MAX_NODE_IDS) {
+			if (ids)
+				ids[n] = id;
+			n++;
+		}
 	}
 	closedir(dir);
-	qsort(ids, (size_t)n, sizeof(ids[0]), cmp_int);
+	if (ids)
+		qsort(ids, (size_t)n, sizeof(ids[0]), cmp_int);
 	return n;
 }
 
 /*
- * Without devices/system/node the kernel has no NUMA: everything is node 0,
- * with every online CPU and no memory figures (sysfs does not give them).
+ * Without devices/system/node, or with one that holds no node<N> directory,
+ * the kernel has no NUMA: everything is node 0, with every online CPU and
+ * no memory figures (sysfs does not give them).
  */
 static int read_flat_node(struct haccel_ctx *ctx, struct haccel_numa_node *n)
 {
@@ -376,8 +417,10 @@ out:
 }
 
 /*
- * Describe node id alone (bind_thread needs one node, not all). Returns 0,
- * -ENODEV when there is no such node, or -errno; each with a message.
+ * Describe node id alone (bind_thread needs one node, not all), as
+ * haccel_numa_nodes() would: node 0 is the flat node where there are no
+ * node directories. Returns 0, -ENODEV when there is no such node, or
+ * -errno; each with a message.
  */
 static int numa_node_get(struct haccel_ctx *ctx, int id, struct haccel_numa_node *out)
 {
@@ -389,9 +432,16 @@ static int numa_node_get(struct haccel_ctx *ctx, int id, struct haccel_numa_node
 	haccel__sysfs_path(ctx, path, sizeof(path), "%s", rel);
 	if (access(path, F_OK) == 0)
 		return read_node(ctx, id, out);
+	if (id == 0) {
+		/* The flat node 0 haccel_numa_nodes() reports without NUMA. */
+		int n = list_node_ids(ctx, NULL);
+
+		if (n < 0)
+			return n;
+		if (n == 0)
+			return read_flat_node(ctx, out);
+	}
 	haccel__sysfs_path(ctx, path, sizeof(path), "devices/system/node");
-	if (id == 0 && access(path, F_OK) != 0 && errno == ENOENT)
-		return read_flat_node(ctx, out);
 	return haccel__fail(ctx, -ENODEV, "numa: no node %d under %s", id, path);
 }
 
@@ -434,9 +484,42 @@ static int pci_name(const char *id, char *out, size_t len)
 	return 0;
 }
 
+/*
+ * A numa_node file's len bytes: "-1" or a node id, as the kernel writes
+ * them: an optional '-', decimal digits and at most one trailing newline;
+ * no spaces, '+' or NUL. Returns 0 with *v set, or -1.
+ */
+static int parse_node_number(const char *text, size_t len, long *v)
+{
+	const char *s = text, *end = text + len;
+	bool neg = false;
+	long id = 0;
+
+	if (s < end && end[-1] == '\n')
+		end--;
+	if (s < end && *s == '-') {
+		neg = true;
+		s++;
+	}
+	if (s == end)
+		return -1;
+	for (; s < end; s++) {
+		if (!isdigit((unsigned char)*s))
+			return -1;
+		if (id < TOPO_MAX_NODE_IDS)
+			id = id * 10 + (*s - '0');
+	}
+	if (neg)
+		id = -id;
+	if (id < -1 || id >= TOPO_MAX_NODE_IDS)
+		return -1;
+	*v = id;
+	return 0;
+}
+
 int haccel_numa_node_of_pci(struct haccel_ctx *ctx, const char *bus_id, int *node)
 {
-	char name[32], rel[96], path[512], buf[64], *end;
+	char name[32], rel[96], path[512], buf[64];
 	long v;
 	int ret;
 
@@ -458,10 +541,7 @@ int haccel_numa_node_of_pci(struct haccel_ctx *ctx, const char *bus_id, int *nod
 	if (ret < 0)
 		return haccel__fail(ctx, ret, "numa: cannot read %s: %s", path,
 				    strerror(-ret));
-	errno = 0;
-	v = strtol(buf, &end, 10);
-	if (end == buf || errno || (*end && strcmp(end, "\n")) || v < -1 ||
-	    v >= TOPO_MAX_NODE_IDS)
+	if (parse_node_number(buf, (size_t)ret, &v))
 		return haccel__fail(ctx, -EBADMSG,
 				    "numa: %s holds \"%.20s\", not a node number or -1",
 				    path, buf);

@@ -121,7 +121,9 @@ HACCEL_API void haccel_open_params_init(struct haccel_open_params *p);
 /*
  * Create a context. params may be NULL for defaults. On success *out owns
  * the context; release it with haccel_close() after destroying its pools.
- * Returns 0, -EINVAL (bad params), -ENOMEM.
+ * Returns 0, -EINVAL (bad params, or $HACCEL_SYSFS_ROOT longer than 255
+ * bytes: logged at error level through params' log sink, as there is no
+ * context to ask haccel_last_error()), -ENOMEM.
  */
 HACCEL_API int haccel_open(const struct haccel_open_params *params,
 			   struct haccel_ctx **out);
@@ -643,9 +645,11 @@ struct haccel_numa_node {
 /*
  * Describe the NUMA nodes, read from sysfs (under $HACCEL_SYSFS_ROOT when
  * set, else /sys). Fills up to max entries in id order and returns the
- * number of nodes (a machine without NUMA reports one node 0), or -ENOENT
- * (no sysfs), -EBADMSG (a malformed cpulist or meminfo), -ERANGE (a CPU
- * beyond HACCEL_MAX_CPUS), -EINVAL.
+ * number of nodes (a machine without NUMA, i.e. without node<N>
+ * directories, reports one node 0 with the online CPUs), or -ENOENT (no
+ * sysfs), -EBADMSG (a malformed cpulist or meminfo), -ERANGE (a CPU at or
+ * beyond HACCEL_MAX_CPUS, or a node directory with an id of 1024 or more),
+ * -EINVAL.
  */
 HACCEL_API int haccel_numa_nodes(struct haccel_ctx *ctx,
 				 struct haccel_numa_node *nodes, uint32_t max);
@@ -654,7 +658,8 @@ HACCEL_API int haccel_numa_nodes(struct haccel_ctx *ctx,
  * NUMA node of a PCI device such as a GPU, from its bus id ("0000:3b:00.0";
  * the "0000:" domain may be omitted; any case). *node is -1 when the
  * platform does not say (one node). Returns 0, -EINVAL (malformed id),
- * -ENOENT (no such device), -EBADMSG (unreadable numa_node).
+ * -ENOENT (no such device), -EBADMSG (numa_node is not "-1" or a node id
+ * below 1024: an optional '-', digits and at most one newline).
  */
 HACCEL_API int haccel_numa_node_of_pci(struct haccel_ctx *ctx,
 				       const char *bus_id, int *node);
@@ -693,7 +698,7 @@ HACCEL_API void haccel_hostmem_params_init(struct haccel_hostmem_params *p);
  * says which step failed and why (RLIMIT_MEMLOCK, node without memory, no
  * huge pages) through haccel_last_error(). Returns 0, -EINVAL, -ENOMEM,
  * -EPERM (locking refused by RLIMIT_MEMLOCK, or binding refused by a
- * policy), -ENODEV (no such node), -EINTR. The byte counters of
+ * policy), -ENODEV (no such node). The byte counters of
  * haccel_hostmem_stats() count mapped_bytes.
  *
  * Where haccel.ko pins the buffer instead of mlock (see
@@ -703,6 +708,10 @@ HACCEL_API void haccel_hostmem_params_init(struct haccel_hostmem_params *p);
  * HACCEL_HOSTMEM_PROVIDER=driver the status of haccel_driver_info() when
  * the driver cannot be used. HACCEL_HOSTMEM_ALLOW_UNPINNED turns a refused
  * pin into an unpinned buffer, never into an mlock behind the quota's back.
+ * -EINTR comes back only from this driver path, without
+ * HACCEL_HOSTMEM_ALLOW_UNPINNED, when a fatal signal stops haccel.ko's pin
+ * (the process is then being killed); an ordinary signal is retried there,
+ * and the mlock path never returns -EINTR.
  */
 HACCEL_API int haccel_hostmem_alloc(struct haccel_ctx *ctx,
 				    const struct haccel_hostmem_params *p,
