@@ -249,7 +249,10 @@ static int shape_make(struct haccel__gpu *g, const struct haccel__gemm *k, struc
 	if (k->bias) {
 		/* The heuristic needs a pointer set; the real one goes in per call. */
 		uint64_t p = k->bias;
-		b->DescSet(s->desc, LT_DESC_BIAS_POINTER, &p, sizeof(p));
+
+		st = b->DescSet(s->desc, LT_DESC_BIAS_POINTER, &p, sizeof(p));
+		if (st)
+			return lt_fail(g, st, "bias pointer");
 	}
 	st = b->Heuristic(b->handle, s->desc, s->la, s->lb, s->lc, s->lc, b->pref, 1, &h, &got);
 	if (st || got < 1)
