@@ -1874,7 +1874,14 @@ __device__ __forceinline__ void kda_chunk_state_wg(float *o, uint32_t H, uint32_
 				kda_wg_out<NV>(o, H, V, h, c0, vl, t0 - KDA_C, KDA_C, qo, ss, ah, ap,
 					       Qs, dUh, dUp);
 				/* UB and Q are done with: warpgroup 0 may
-				 * rewrite UB; this chunk's Q takes Q's room. */
+				 * rewrite UB; this chunk's Q takes Q's room.
+				 * The copy below writes rows of Qs that the
+				 * other three warps of this warpgroup read
+				 * into their A fragments; no barrier is needed
+				 * first: the warpgroup's MMA in kda_wg_out
+				 * takes every warp's fragments, so its
+				 * completion (the wait there) means every
+				 * warp's reads of Qs are done. */
 				asm volatile("bar.arrive 1, 256;\n" ::: "memory");
 				kda_copy_tile<128>(Qs, KDA_Q2, in + KDA_OFF_Q(K, V), KDA_C, KDA_C,
 						   KDA_C, KDA_C, KDA_C, me);

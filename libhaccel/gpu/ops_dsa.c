@@ -263,7 +263,8 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
 	int layout = rope ? rope->layout : 0;
 
 	if (!IH || IH > IX_MAX_HEADS || !topk || topk > IX_MAX_TOPK || !page_tokens ||
-	    max_pos >= IX_MAX_POS || !scratch || region % 4 || (rope && !rope128_ok(layout, rdim)))
+	    max_pos >= IX_MAX_POS || !scratch || scratch % 16 || region % 4 ||
+	    (rope && !rope128_ok(layout, rdim)))
 		return -EINVAL;
 	/* The gather buffers (keys and positions): a power of two, no
 	 * smaller than topk, no larger than a row needs (or IX_SORT_CAP). */
@@ -477,8 +478,10 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 
 	/* The rope part is k-steps of 16 in the MMA; records are copied in
 	 * 16-byte pieces. */
-	if (!H || dr % 16 || dr > 64 || !topk || !page_tokens || region % 16 ||
-	    blocks > 0x7fffffff || (uint64_t)T * H > 0x7fffffff || (n_split > 1 && !scratch) ||
+	/* (the partials are read as float4, o_lat written as float2) */
+	if (!H || dr % 16 || dr > 64 || !topk || !page_tokens || region % 16 || scratch % 16 ||
+	    o_lat % 8 || blocks > 0x7fffffff || (uint64_t)T * H > 0x7fffffff ||
+	    (n_split > 1 && !scratch) ||
 	    n_split > 12288 /* the combine's weights, 48 KiB */ ||
 	    smem > MAX_SMEM)
 		return -EINVAL;

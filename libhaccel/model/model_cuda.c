@@ -197,6 +197,17 @@ int haccel__gmodel_setup(struct haccel_model *m)
 	gm->no_graphs = m->p.flags & HACCEL_MODEL_NO_GRAPHS;
 	/* The device block table (a padding row too) is indexed in 32 bits,
 	 * by the kernels and by the step's row updates. */
+	/* The kernels number KV token slots (page * page_tokens + offset) in
+	 * 32 bits too. */
+	if (c->n_dsa && m->kv) {
+		struct haccel_kv_pool_info ki;
+
+		haccel_kv_pool_info(m->kv, &ki);
+		if ((uint64_t)ki.n_pages * ki.page_tokens > UINT32_MAX)
+			return haccel__fail(ctx, -EINVAL,
+					    "model: device cuda: %llu KV pages of %u tokens number more token slots than the kernels' 2^32",
+					    (unsigned long long)ki.n_pages, ki.page_tokens);
+	}
 	if (c->n_dsa && (uint64_t)(m->p.max_seqs + 1) * m->bt_stride > UINT32_MAX)
 		return haccel__fail(ctx, -EINVAL,
 				    "model: device cuda: %u sequences of %u KV pages each exceed the GPU block table's 2^32 entries; lower max_seqs or max_seq_tokens",
