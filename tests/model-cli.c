@@ -32,20 +32,10 @@ static json_t *js(const struct tool_result *x)
 /* The whole file root/rel (NUL-terminated; free it). */
 static char *slurp(const char *root, const char *rel)
 {
-	char path[1400], *buf;
-	FILE *f;
-	long n;
+	char path[1400];
 
 	snprintf(path, sizeof(path), "%s/%s", root, rel);
-	f = fopen(path, "r");
-	KTAP_ASSERT(f != NULL);
-	KTAP_ASSERT(fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0);
-	rewind(f);
-	buf = malloc((size_t)n + 1);
-	KTAP_ASSERT(buf && fread(buf, 1, (size_t)n, f) == (size_t)n);
-	buf[n] = '\0';
-	fclose(f);
-	return buf;
+	return test_slurp(path);
 }
 
 static void setup(void)

@@ -321,4 +321,33 @@ static inline struct haccel_weights *st_open_at(const char *file, int line,
 
 #define ST_OPEN(ctx, path) st_open_at(__FILE__, __LINE__, ctx, path)
 
+/* Every tensor of w at its dest_offset in dest holds the bytes st-writer
+ * wrote for it (a failure names the first wrong byte). */
+static inline void st_expect_tensors(struct haccel_weights *w, const uint8_t *dest,
+				     const char *what)
+{
+	struct haccel_weights_info info;
+
+	haccel_weights_info(w, &info);
+	for (uint32_t i = 0; i < info.n_tensors; i++) {
+		struct haccel_tensor_info t, f0;
+
+		haccel_weights_tensor(w, i, &t);
+		/* The first tensor of a file begins its data region (no holes),
+		 * and st-writer made data byte k equal to st_data_byte(k). */
+		for (uint32_t k = 0;; k++) {
+			haccel_weights_tensor(w, k, &f0);
+			if (f0.file == t.file)
+				break;
+		}
+		uint64_t region_off = t.file_offset - f0.file_offset;
+		for (uint64_t k = 0; k < t.bytes; k++)
+			if (dest[t.dest_offset + k] != st_data_byte(region_off + k)) {
+				ktap_fail_at(__FILE__, __LINE__, "%s: tensor %s byte %llu wrong",
+					     what, t.name, (unsigned long long)k);
+				return;
+			}
+	}
+}
+
 #endif /* HACCEL_TESTS_ST_WRITER_H */

@@ -17,20 +17,14 @@
 #include "haccel.h"
 #include "ktap.h"
 
-/* The whole file rel under $srcdir (make check sets it), for the tests
- * that read the sources and docs; free() it. Skips outside make check;
- * a file that cannot be read there fails. */
-static inline char *test_slurp_src(const char *rel)
+/* The whole file at path (NUL-terminated; free() it); a file that cannot
+ * be read fails the case. */
+static inline char *test_slurp(const char *path)
 {
-	const char *src = getenv("srcdir");
-	char path[1024];
-	long n;
 	char *buf;
 	FILE *f;
+	long n;
 
-	if (!src)
-		ktap_skip("srcdir not set: run through make check");
-	snprintf(path, sizeof(path), "%s/%s", src, rel);
 	f = fopen(path, "re");
 	if (!f)
 		ktap_diag("cannot read %s", path);
@@ -42,6 +36,20 @@ static inline char *test_slurp_src(const char *rel)
 	buf[n] = '\0';
 	fclose(f);
 	return buf;
+}
+
+/* The whole file rel under $srcdir (make check sets it), for the tests
+ * that read the sources and docs; free() it. Skips outside make check;
+ * a file that cannot be read there fails. */
+static inline char *test_slurp_src(const char *rel)
+{
+	const char *src = getenv("srcdir");
+	char path[1024];
+
+	if (!src)
+		ktap_skip("srcdir not set: run through make check");
+	snprintf(path, sizeof(path), "%s/%s", src, rel);
+	return test_slurp(path);
 }
 
 /* Write text to root/rel, making the directories on the way. */
@@ -189,39 +197,57 @@ static inline void test_sysfs_haccel(const char *root, unsigned int minor)
 
 /*
  * Run argv[0] with argv (NULL-terminated), as user uid when uid is not 0
- * (the caller must be root); keep stdout and stderr. Status 126: the child
- * could not become uid.
+ * (the caller must be root); keep stderr, and stdout unless out_path names
+ * a file to open as stdout instead (r->out then stays empty). Status 126:
+ * the child could not become uid or open out_path.
  */
-static inline void tool_run_argv(struct tool_result *r, const char *const *argv, uid_t uid)
+static inline void tool_spawn(struct tool_result *r, const char *const *argv, uid_t uid,
+			      const char *out_path)
 {
 	char errpath[] = "/tmp/haccel-test-err-XXXXXX";
-	int pout[2], efd, st;
+	int pout[2] = { -1, -1 }, efd, st;
 	pid_t pid;
 
-	KTAP_ASSERT(pipe(pout) == 0);
+	if (!out_path)
+		KTAP_ASSERT(pipe(pout) == 0);
 	efd = mkstemp(errpath);
 	KTAP_ASSERT(efd >= 0);
 	unlink(errpath);
 	pid = fork();
 	KTAP_ASSERT(pid >= 0);
 	if (pid == 0) {
-		dup2(pout[1], STDOUT_FILENO);
+		int ofd = out_path ? open(out_path, O_WRONLY | O_CLOEXEC) : pout[1];
+
+		if (ofd < 0)
+			_exit(126);
+		dup2(ofd, STDOUT_FILENO);
 		dup2(efd, STDERR_FILENO);
-		close(pout[0]);
-		close(pout[1]);
+		if (!out_path) {
+			close(pout[0]);
+			close(pout[1]);
+		}
 		if (uid && (setgroups(0, NULL) || setresgid(uid, uid, uid) || setresuid(uid, uid, uid)))
 			_exit(126);
 		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
-	close(pout[1]);
-	test_drain(pout[0], r->out, sizeof(r->out));
-	close(pout[0]);
+	r->out[0] = '\0';
+	if (!out_path) {
+		close(pout[1]);
+		test_drain(pout[0], r->out, sizeof(r->out));
+		close(pout[0]);
+	}
 	waitpid(pid, &st, 0);
 	lseek(efd, 0, SEEK_SET);
 	test_drain(efd, r->err, sizeof(r->err));
 	close(efd);
 	r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* tool_spawn with stdout kept. */
+static inline void tool_run_argv(struct tool_result *r, const char *const *argv, uid_t uid)
+{
+	tool_spawn(r, argv, uid, NULL);
 }
 
 /* The tool named by env, then the arguments of ap up to NULL, into argv
@@ -262,39 +288,16 @@ static inline void tool_run(struct tool_result *r, const char *env, ...)
  */
 static inline void tool_run_out(struct tool_result *r, const char *out_path, const char *env, ...)
 {
-	char errpath[] = "/tmp/haccel-test-err-XXXXXX";
 	const char *tool = getenv(env);
 	const char *argv[32];
 	va_list ap;
-	int efd, st;
-	pid_t pid;
 
 	if (!tool)
 		ktap_skip("%s not set: run through make check", env);
 	va_start(ap, env);
 	tool_argv(argv, tool, ap);
 	va_end(ap);
-	efd = mkstemp(errpath);
-	KTAP_ASSERT(efd >= 0);
-	unlink(errpath);
-	pid = fork();
-	KTAP_ASSERT(pid >= 0);
-	if (pid == 0) {
-		int ofd = open(out_path, O_WRONLY | O_CLOEXEC);
-
-		if (ofd < 0)
-			_exit(126);
-		dup2(ofd, STDOUT_FILENO);
-		dup2(efd, STDERR_FILENO);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	waitpid(pid, &st, 0);
-	lseek(efd, 0, SEEK_SET);
-	test_drain(efd, r->err, sizeof(r->err));
-	close(efd);
-	r->out[0] = '\0';
-	r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	tool_spawn(r, argv, 0, out_path);
 }
 
 #endif /* HACCEL_TESTS_TEST_UTIL_H */

@@ -272,31 +272,6 @@ static void write_index(const char *dir)
 		      "\"y\":\"s1.safetensors\",\"z\":\"s2.safetensors\"}}");
 }
 
-/* Every tensor's bytes at its dest_offset, as st-writer wrote them. */
-static void expect_tensors(struct haccel_weights *w, const uint8_t *dest, const char *what)
-{
-	struct haccel_weights_info info;
-
-	haccel_weights_info(w, &info);
-	for (uint32_t i = 0; i < info.n_tensors; i++) {
-		struct haccel_tensor_info t, f0;
-
-		haccel_weights_tensor(w, i, &t);
-		for (uint32_t k = 0;; k++) {
-			haccel_weights_tensor(w, k, &f0);
-			if (f0.file == t.file)
-				break;
-		}
-		for (uint64_t k = 0; k < t.bytes; k++)
-			if (dest[t.dest_offset + k] !=
-			    st_data_byte(t.file_offset - f0.file_offset + k)) {
-				ktap_fail_at(__FILE__, __LINE__, "%s: tensor %s byte %llu wrong",
-					     what, t.name, (unsigned long long)k);
-				return;
-			}
-	}
-}
-
 static struct haccel_load_stats st;
 
 /* A sink without a host layout: every byte through put(). */
@@ -421,7 +396,7 @@ static void t_replaced_between_opens(void)
 	haccel_weights_close(w);
 	w = ST_OPEN(ctx, path);
 	KTAP_EXPECT_EQ(load_with(w, HACCEL_LOAD_DIRECT, false, dest), 0);
-	expect_tensors(w, dest, "reopened");
+	st_expect_tensors(w, dest, "reopened");
 	free(dest);
 	haccel_weights_close(w);
 	st_rmtree(dir);
@@ -465,7 +440,7 @@ static void t_one_shard_without_direct_io(void)
 			KTAP_EXPECT_EQ(st.direct, 0);
 			KTAP_EXPECT_EQ(cap_count(&lc, HACCEL_LOG_WARN, "no direct I/O"), 1);
 			KTAP_EXPECT_EQ(cap_count(&lc, HACCEL_LOG_WARN, shard[s]), 1);
-			expect_tensors(w, dest, shard[s]);
+			st_expect_tensors(w, dest, shard[s]);
 		}
 	free(dest);
 	haccel_weights_close(w);
@@ -508,7 +483,7 @@ static void sweep(struct haccel_ctx *ctx, struct haccel_weights *w, uint32_t fla
 		haccel_last_error(ctx, err, sizeof(err));
 		if (allocs < k) {
 			KTAP_EXPECT_EQ(ret, 0);
-			expect_tensors(w, dest, what);
+			st_expect_tensors(w, dest, what);
 			break;
 		}
 		if (ret)
@@ -585,7 +560,7 @@ static void t_uring_wait_transient(void)
 		KTAP_EXPECT_EQ(ret, 0);
 		KTAP_EXPECT_EQ(st.io_path, HACCEL_IO_URING);
 		KTAP_EXPECT_EQ(uring_next, 4);
-		expect_tensors(w, dest, "transient io_uring_enter errors");
+		st_expect_tensors(w, dest, "transient io_uring_enter errors");
 	}
 	memset(uring_script, 0, sizeof(uring_script));
 	free(dest);
@@ -633,7 +608,7 @@ static void t_uring_wait_fails_for_good(void)
 		KTAP_EXPECT_EQ(cap_count(&lc, HACCEL_LOG_ERROR, "still in flight"), 0);
 		/* Nothing left behind: the next load works. */
 		KTAP_EXPECT_EQ(load_with(w, flags[mode], mode == 2, dest), 0);
-		expect_tensors(w, dest, "after a failed wait");
+		st_expect_tensors(w, dest, "after a failed wait");
 	}
 	free(dest);
 	haccel_weights_close(w);
@@ -664,7 +639,7 @@ static void t_staging_populate_interrupted(void)
 	ktap_diag("%d %s", ret, err);
 	KTAP_EXPECT_EQ(ret, 0);
 	KTAP_EXPECT_EQ(madvise_fails, 0);
-	expect_tensors(w, dest, "interrupted populate");
+	st_expect_tensors(w, dest, "interrupted populate");
 	madvise_fails = 0;
 	free(dest);
 	haccel_weights_close(w);

@@ -105,34 +105,6 @@ static int load_into(struct haccel_weights *w, uint32_t flags, uint32_t qd,
 	return ret;
 }
 
-/* The bytes of tensor i as the file holds them, checked at its dest. */
-static void expect_tensors(struct haccel_weights *w, const uint8_t *dest,
-			   const char *what)
-{
-	struct haccel_weights_info info;
-
-	haccel_weights_info(w, &info);
-	for (uint32_t i = 0; i < info.n_tensors; i++) {
-		struct haccel_tensor_info t, f0;
-
-		haccel_weights_tensor(w, i, &t);
-		/* The first tensor of a file begins its data region (no holes),
-		 * and st-writer made data byte k equal to st_data_byte(k). */
-		for (uint32_t k = 0;; k++) {
-			haccel_weights_tensor(w, k, &f0);
-			if (f0.file == t.file)
-				break;
-		}
-		uint64_t region_off = t.file_offset - f0.file_offset;
-		for (uint64_t k = 0; k < t.bytes; k++)
-			if (dest[t.dest_offset + k] != st_data_byte(region_off + k)) {
-				ktap_fail_at(__FILE__, __LINE__, "%s: tensor %s byte %llu wrong",
-					     what, t.name, (unsigned long long)k);
-				return;
-			}
-	}
-}
-
 static void t_every_path_every_byte(void)
 {
 	struct haccel_ctx *ctx = st_ctx();
@@ -165,7 +137,7 @@ static void t_every_path_every_byte(void)
 		snprintf(what, sizeof(what), "flags %#x depth %u chunk %u", runs[r].flags,
 			 runs[r].qd, runs[r].chunk);
 		KTAP_ASSERT_EQ(load_into(w, flags, runs[r].qd, runs[r].chunk, &dest), 0);
-		expect_tensors(w, dest, what);
+		st_expect_tensors(w, dest, what);
 		free(dest);
 		KTAP_EXPECT_EQ(st.tensors_verified, N_MIXED);
 		KTAP_EXPECT_EQ(st.tensors_unverified, 0);
@@ -226,7 +198,7 @@ static void t_sharded(void)
 	for (int mode = 0; mode < 2; mode++) {
 		KTAP_ASSERT_EQ(load_into(w, mode ? HACCEL_LOAD_BUFFERED : HACCEL_LOAD_DIRECT,
 					 4, 64 << 10, &dest), 0);
-		expect_tensors(w, dest, mode ? "sharded buffered" : "sharded direct");
+		st_expect_tensors(w, dest, mode ? "sharded buffered" : "sharded direct");
 		KTAP_EXPECT_EQ(st.tensor_bytes, 5003 + 70000);
 		free(dest);
 	}
@@ -451,7 +423,7 @@ static void t_async_sink_protocol(void)
 		/* Every buffer use after the first four waited first. */
 		KTAP_EXPECT(a.waits >= (int)(info.tensor_bytes / (64 << 10)) - 4);
 		KTAP_EXPECT_EQ(st.tensors_verified, N_MIXED);
-		expect_tensors(w, a.dest, mode ? "async buffered" : "async direct");
+		st_expect_tensors(w, a.dest, mode ? "async buffered" : "async direct");
 		free(a.dest);
 	}
 	haccel_weights_close(w);
@@ -573,7 +545,7 @@ static void t_sink_begin_end(void)
 		KTAP_EXPECT(h->waits > 0);
 		KTAP_EXPECT_EQ(h->waits_on_last_put, 0);
 		KTAP_EXPECT_EQ(st.tensors_verified, N_MIXED);
-		expect_tensors(w, h->dest, mode ? "hooks buffered" : "hooks direct");
+		st_expect_tensors(w, h->dest, mode ? "hooks buffered" : "hooks direct");
 		hook_free(h);
 	}
 
@@ -590,7 +562,7 @@ static void t_sink_begin_end(void)
 	KTAP_EXPECT(h->b.staging == NULL);
 	KTAP_EXPECT_EQ(h->b.dest_bytes, info.dest_bytes);
 	KTAP_EXPECT_EQ(h->puts, 0);
-	expect_tensors(w, h->dest, "hooks, to the destination");
+	st_expect_tensors(w, h->dest, "hooks, to the destination");
 	hook_free(h);
 
 	/* begin() refuses: nothing is delivered, end() is not owed. */
@@ -702,7 +674,7 @@ static void t_staged_buffered_cap(void)
 			KTAP_EXPECT_EQ(h->b.buf_bytes, cases[i].want_chunk);
 			KTAP_EXPECT_EQ(h->b.n_buf, cases[i].want_bufs);
 		}
-		expect_tensors(w, h->dest, "capped staging");
+		st_expect_tensors(w, h->dest, "capped staging");
 		hook_free(h);
 	}
 	haccel_weights_close(w);
@@ -791,7 +763,7 @@ static void t_forced_and_refused_io_uring(void)
 	KTAP_EXPECT_EQ(cap_count(&lc, HACCEL_LOG_WARN, "pread"), 1);
 	KTAP_EXPECT_EQ(cap_count(&lc, HACCEL_LOG_WARN, "HACCEL_FORCE_PREAD"), 1);
 	KTAP_EXPECT_EQ(cap_count(&lc, HACCEL_LOG_INFO, "pread"), 0);
-	expect_tensors(w, dest, "forced pread");
+	st_expect_tensors(w, dest, "forced pread");
 	free(dest);
 	unsetenv("HACCEL_FORCE_PREAD");
 
@@ -824,7 +796,7 @@ static void t_forced_and_refused_io_uring(void)
 	KTAP_EXPECT(strstr(st.fallback_reason, "io_uring refused") != NULL);
 	KTAP_EXPECT(strstr(st.fallback_reason, "Operation not permitted") != NULL);
 	KTAP_EXPECT_EQ(st.tensors_verified, N_MIXED);
-	expect_tensors(w, dest, "refused io_uring");
+	st_expect_tensors(w, dest, "refused io_uring");
 	free(dest);
 	haccel_weights_close(w);
 	st_rmtree(dir);
@@ -1008,7 +980,7 @@ static void t_short_reads_and_retries(void)
 			ktap_diag("%s: %llu short reads, %llu retries, %s", what,
 				  (unsigned long long)st.short_reads,
 				  (unsigned long long)st.retries, st.direct ? "direct" : "buffered");
-			expect_tensors(w, dest, what);
+			st_expect_tensors(w, dest, what);
 			free(dest);
 			KTAP_EXPECT_EQ(st.tensors_verified, N_MIXED);
 			if (k != 1)
@@ -1043,7 +1015,7 @@ static void t_short_reads_and_retries(void)
 		p.chunk_bytes = 64 << 10;
 		KTAP_EXPECT_EQ(haccel_load(w, &p, &a.sink, &st), 0);
 		KTAP_EXPECT(st.short_reads >= 10 && st.retries >= 10);
-		expect_tensors(w, a.dest, mode ? "staged buffered, knobs" : "staged direct, knobs");
+		st_expect_tensors(w, a.dest, mode ? "staged buffered, knobs" : "staged direct, knobs");
 		free(a.dest);
 	}
 	unsetenv(knobs[0]);
@@ -1081,7 +1053,7 @@ static void t_no_direct_io_warns(void)
 	KTAP_ASSERT_EQ(load_into(w, HACCEL_LOAD_DIRECT | HACCEL_LOAD_VERIFY, 4, 64 << 10, &dest), 0);
 	KTAP_EXPECT_EQ(st.direct, 0);
 	KTAP_EXPECT_EQ(cap_count(&lc, HACCEL_LOG_WARN, "no direct I/O"), 1);
-	expect_tensors(w, dest, "tmpfs");
+	st_expect_tensors(w, dest, "tmpfs");
 	free(dest);
 	haccel_weights_close(w);
 	KTAP_EXPECT_EQ(test_rmtree(dir), 0);

@@ -54,6 +54,7 @@
 
 #include "bench.h"
 #include "common.h"
+#include "gpu/cuda.h"
 #include "haccel.h"
 #include "weights/stream.h"
 #include "weights/weights.h"
@@ -858,12 +859,6 @@ static void gpu_bench_fini(struct gpu_bench *g)
 	memset(g, 0, sizeof(*g));
 }
 
-/* "no GPU: <reason>" without saying it twice (nor before "unusable GPU"). */
-static const char *no_gpu(const char *reason)
-{
-	return strncmp(reason, "no GPU", 6) && strncmp(reason, "unusable GPU", 12) ? "no GPU: " : "";
-}
-
 static int gpu_bench_init(struct haccel_ctx *ctx, uint64_t dest_bytes, struct gpu_bench *g)
 {
 	struct haccel_gpu_sink_params gp;
@@ -1227,7 +1222,7 @@ int bench_stream(int argc, char **argv, int json)
 	}
 	/* No GPU: say so before writing or reading anything. */
 	if (o.cuda && haccel_gpu_info(ctx, &g.info)) {
-		tool_err("stream: --device cuda: %s%s", no_gpu(g.info.reason), g.info.reason);
+		tool_err("stream: --device cuda: %s%s", haccel__cuda_why_prefix(g.info.reason), g.info.reason);
 		haccel_close(ctx);
 		return EXIT_FAIL;
 	}

@@ -969,13 +969,13 @@ int haccel_model_sample(struct haccel_model *m, const float *logits, float tempe
 	if (!m || !logits || !rng || !token || !(temperature >= 0) || !(top_p > 0 && top_p <= 1))
 		return -EINVAL;
 	V = m->c.vocab_size;
-	for (uint32_t i = 0; i < V; i++)
+	for (uint32_t i = 0; i < V; i++) {
 		if (isnan(logits[i]) || logits[i] == INFINITY)
 			return haccel__fail(m->ctx, -EINVAL, "sample: logit %u is %s", i,
 					    isnan(logits[i]) ? "NaN" : "+inf");
-	for (uint32_t i = 1; i < V; i++)
 		if (logits[i] > logits[best])
 			best = i;
+	}
 	if (logits[best] == -INFINITY)
 		return haccel__fail(m->ctx, -EINVAL, "sample: every logit is -inf");
 	if (temperature == 0) {

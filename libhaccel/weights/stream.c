@@ -256,13 +256,6 @@ static int sink_copy(struct haccel_ctx *ctx, const struct haccel_sink *s,
 	return 0;
 }
 
-/* Failures this thread recorded so far (sink_fail's reference). */
-static uint64_t error_count(struct haccel_ctx *ctx)
-{
-	(void)ctx;
-	return haccel__thread_errors();
-}
-
 /*
  * A sink callback failed with ret: report "<what>: <reason>", the reason
  * being the sink's own message when it stored one since errs (the
@@ -281,7 +274,7 @@ static int sink_fail(struct loader *L, int ret, uint64_t errs, const char *fmt, 
 	va_end(ap);
 	/* The sink said why in this thread (the one that called it), or
 	 * not: another thread's failure on the context is not its reason. */
-	if (error_count(L->ctx) == errs || !haccel__thread_last_error(L->ctx, why, sizeof(why)))
+	if (haccel__thread_errors() == errs || !haccel__thread_last_error(L->ctx, why, sizeof(why)))
 		snprintf(why, sizeof(why), "%s", strerror(-ret));
 	return haccel__fail(L->ctx, ret, "%s: %s", what, why);
 }
@@ -1111,7 +1104,7 @@ static int deliver(struct loader *L, const struct chunk *c)
 		uint64_t pb = b > lo ? b : lo, pe = e < hi ? e : hi;
 		if (pe > pb) {
 			const char *src = c->dst + (pb - c->off);
-			uint64_t errs = error_count(L->ctx);
+			uint64_t errs = haccel__thread_errors();
 			int ret = L->sink->put(L->sink->user, *cur, pb - b,
 					       wf->dest_base + (pb - ds), src, pe - pb,
 					       (uint32_t)c->buf);
@@ -1440,7 +1433,7 @@ static int run(struct loader *L)
 				c->dst = L->stage + (uint64_t)c->buf * L->p.chunk_bytes;
 				if (L->sink->wait) {
 					/* The sink may still be copying out of it. */
-					uint64_t errs = error_count(L->ctx);
+					uint64_t errs = haccel__thread_errors();
 
 					ret = L->sink->wait(L->sink->user, (uint32_t)c->buf);
 					if (ret)
@@ -1574,7 +1567,7 @@ static int sink_begin(struct loader *L)
 		b.buf_bytes = L->p.chunk_bytes;
 	}
 	b.dest_bytes = L->w->dest_bytes;
-	errs = error_count(L->ctx);
+	errs = haccel__thread_errors();
 	ret = L->sink->begin(L->sink->user, &b);
 	if (ret)
 		return sink_fail(L, ret, errs, "load: the sink cannot take this load");
@@ -1661,7 +1654,7 @@ static int load(struct loader *L)
 	if (host && !ret)
 		L->st.tensor_bytes = L->w->tensor_bytes;
 	if (!ret && L->sink->finish) {
-		errs = error_count(L->ctx);
+		errs = haccel__thread_errors();
 		ret = L->sink->finish(L->sink->user);
 		if (ret)
 			ret = sink_fail(L, ret, errs, "load: sink finish");
