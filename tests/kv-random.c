@@ -92,7 +92,7 @@ struct model {
 	struct haccel_kv_stats st;               /* the cumulative counters */
 	/* What the run exercised. */
 	uint64_t twins, uncached_writes, nomem, e2big, enospc, einval, resets;
-	uint64_t swaps_in, swap_unowned, swap_busy, swap_uncached;
+	uint64_t swaps_in, swap_unowned, swap_busy, swap_uncached, swap_twice;
 };
 
 static struct model M;
@@ -513,8 +513,8 @@ static int m_reset(void)
 	return n;
 }
 
-/* Swap-out: every id in range. Swap-in: every page held alone too, first
- * failure wins; then cached pages leave the cache. */
+/* Swap-out: every id in range. Swap-in: every page held alone and listed
+ * once too, first failure wins; then cached pages leave the cache. */
 static int m_swap_check(const uint32_t *pages, uint32_t n, int in)
 {
 	for (uint32_t i = 0; i < n; i++) {
@@ -522,6 +522,9 @@ static int m_swap_check(const uint32_t *pages, uint32_t n, int in)
 			return -EINVAL;
 		if (!in)
 			continue;
+		for (uint32_t j = 0; j < i; j++)
+			if (pages[j] == pages[i])
+				return -EINVAL;
 		if (M.pg[pages[i]].state != M_USED)
 			return -EINVAL;
 		if (M.pg[pages[i]].ref > 1)
@@ -1057,7 +1060,7 @@ static void op_bad_seq(void)
 static void op_swap(void)
 {
 	uint32_t list[MAX_PAGES + 1], n = 0, bad_at;
-	int s = pick_live(), rp, rm;
+	int s = pick_live(), rp, rm, twice = 0;
 	const char *bad = "";
 
 	if (s >= 0 && ktap_rand_below(4))
@@ -1067,7 +1070,7 @@ static void op_swap(void)
 		if (ktap_rand_below(2))
 			list[n++] = held[i];
 	bad_at = (uint32_t)ktap_rand_below(n + 1);
-	switch (ktap_rand_below(6)) {
+	switch (ktap_rand_below(7)) {
 	case 0:
 		list[n] = M.n_pages + (uint32_t)ktap_rand_below(3);
 		bad = " (one out of range)";
@@ -1095,6 +1098,13 @@ static void op_swap(void)
 		bad = " (one shared)";
 		break;
 	}
+	case 4:
+		if (!n)
+			goto good;
+		list[n] = list[ktap_rand_below(n)];
+		bad = " (one listed twice)";
+		twice = 1;
+		break;
 	default:
 		goto good;
 	}
@@ -1121,6 +1131,7 @@ good:
 	MEQ(rp, rm);
 	M.swap_unowned += rm == -EINVAL;
 	M.swap_busy += rm == -EBUSY;
+	M.swap_twice += twice && rm == -EINVAL;
 	M.swaps_in += !rm;
 }
 
@@ -1214,14 +1225,16 @@ static void run(uint32_t P, uint32_t n_pages, uint32_t flags, uint64_t key_mask)
 		  (unsigned long long)M.nomem, (unsigned long long)M.e2big,
 		  (unsigned long long)M.enospc, (unsigned long long)M.einval,
 		  (unsigned long long)M.resets);
-	ktap_diag("swaps in: %llu done (%llu cached pages taken out), %llu refused unowned, %llu refused shared",
+	ktap_diag("swaps in: %llu done (%llu cached pages taken out), %llu refused unowned, %llu refused shared, %llu refused for a page listed twice",
 		  (unsigned long long)M.swaps_in, (unsigned long long)M.swap_uncached,
-		  (unsigned long long)M.swap_unowned, (unsigned long long)M.swap_busy);
+		  (unsigned long long)M.swap_unowned, (unsigned long long)M.swap_busy,
+		  (unsigned long long)M.swap_twice);
 	/* The run must have exercised what it claims to. */
 	if (steps >= DEFAULT_STEPS) {
 		KTAP_EXPECT(M.st.cow_copies > 0 && M.nomem > 0 && M.e2big > 0 &&
 			    M.einval > 0);
-		KTAP_EXPECT(M.swaps_in > 0 && M.swap_unowned > 0 && M.swap_busy > 0);
+		KTAP_EXPECT(M.swaps_in > 0 && M.swap_unowned > 0 && M.swap_busy > 0 &&
+			    M.swap_twice > 0);
 		if (M.prefix)
 			KTAP_EXPECT(M.st.prefix_hits > 0 && M.st.evictions > 0 &&
 				    M.twins > 0 && M.uncached_writes > 0 &&

@@ -427,6 +427,16 @@ static void t_swap_in_owned_pages_only(void)
 	memset(junk, 0x55, 2 * info.page_bytes);
 	for (int i = 0; i < 6; i++)
 		KTAP_EXPECT(token_is(pool, slots[i], (uint8_t)(0xa0 + i)));
+	/* g listed twice: refused (its bytes would be either copy), not written;
+	 * swap-out may read it twice. */
+	list[0] = g;
+	list[1] = g;
+	KTAP_EXPECT_EQ(haccel_kv_pages_swap_in(pool, list, 2, junk, 2 * info.page_bytes), -EINVAL);
+	KTAP_EXPECT_EQ(haccel_kv_pages_swap_out(pool, list, 2, junk, 2 * info.page_bytes), 0);
+	KTAP_EXPECT(memcmp(junk, gbytes, info.page_bytes) == 0);
+	KTAP_EXPECT(memcmp(junk + info.page_bytes, gbytes, info.page_bytes) == 0);
+	memset(junk, 0x55, 2 * info.page_bytes);
+	list[1] = page1;
 	/* Reading shared pages is fine. */
 	KTAP_EXPECT_EQ(haccel_kv_pages_swap_out(pool, list, 2, out, 2 * info.page_bytes), 0);
 	KTAP_ASSERT_EQ(haccel_kv_pages_swap_out(pool, bt, 2, out, 2 * info.page_bytes), 0);

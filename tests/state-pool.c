@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Recurrent-state pool: slot layout, zeroed slots, checkpoints saved, found, restored, overwritten, evicted and dropped; stale checkpoint ids refused. */
+/* Recurrent-state pool: slot layout, zeroed slots, swaps, checkpoints saved, found, restored, overwritten, evicted and dropped; stale checkpoint ids refused. */
 #include "config.h"
 
 #include <stdint.h>
@@ -125,6 +125,60 @@ static void t_slots(void)
 	KTAP_EXPECT_EQ(haccel_state_slot_alloc(pool, 0, NULL), -EINVAL);
 	KTAP_EXPECT_EQ(stats(pool).slots_free, 1);
 	STATE_CHECK(pool);
+	haccel_state_pool_destroy(pool);
+	haccel_close(ctx);
+}
+
+/*
+ * Swaps: slots out to host memory and back, in list order; a swap-in that
+ * lists a slot twice (the slot would hold whichever copy landed last) or a
+ * slot not in use is refused and writes nothing, a swap-out may read a
+ * slot twice.
+ */
+static void t_swap(void)
+{
+	struct haccel_ctx *ctx = test_ctx();
+	struct haccel_state_pool *pool = make(ctx, 3, 0);
+	struct haccel_state_layout l;
+	uint32_t a, b, list[3];
+	uint8_t *host;
+
+	haccel_state_pool_layout(pool, &l);
+	host = malloc(3 * l.slot_bytes);
+	KTAP_ASSERT(host);
+	KTAP_ASSERT_EQ(haccel_state_slot_alloc(pool, 0, &a), 0);
+	KTAP_ASSERT_EQ(haccel_state_slot_alloc(pool, 0, &b), 0);
+	memset(slot_mem(pool, a), 0x11, l.slot_bytes);
+	memset(slot_mem(pool, b), 0x22, l.slot_bytes);
+	list[0] = a;
+	list[1] = b;
+	list[2] = a;
+	KTAP_ASSERT_EQ(haccel_state_slots_swap_out(pool, list, 3, host, 3 * l.slot_bytes), 0);
+	KTAP_EXPECT(all_bytes(host, l.slot_bytes, 0x11));
+	KTAP_EXPECT(all_bytes(host + l.slot_bytes, l.slot_bytes, 0x22));
+	KTAP_EXPECT(all_bytes(host + 2 * l.slot_bytes, l.slot_bytes, 0x11));
+	memset(host, 0x33, 3 * l.slot_bytes);
+	/* a listed twice: refused, neither slot written */
+	KTAP_EXPECT_EQ(haccel_state_slots_swap_in(pool, list, 3, host, 3 * l.slot_bytes), -EINVAL);
+	KTAP_EXPECT(all_bytes(slot_mem(pool, a), l.slot_bytes, 0x11));
+	KTAP_EXPECT(all_bytes(slot_mem(pool, b), l.slot_bytes, 0x22));
+	/* a slot out of range or not in use after a good one: the same */
+	list[1] = 3;
+	KTAP_EXPECT_EQ(haccel_state_slots_swap_in(pool, list, 2, host, 2 * l.slot_bytes), -EINVAL);
+	list[1] = a == 2 || b == 2 ? (a == 1 || b == 1 ? 0 : 1) : 2;
+	KTAP_EXPECT_EQ(haccel_state_slots_swap_in(pool, list, 2, host, 2 * l.slot_bytes), -EINVAL);
+	KTAP_EXPECT(all_bytes(slot_mem(pool, a), l.slot_bytes, 0x11));
+	/* the marks of the refused calls are gone: each slot once, in order */
+	list[0] = b;
+	list[1] = a;
+	KTAP_EXPECT_EQ(haccel_state_slots_swap_in(pool, list, 2, host, 2 * l.slot_bytes), 0);
+	KTAP_EXPECT(all_bytes(slot_mem(pool, a), l.slot_bytes, 0x33));
+	KTAP_EXPECT(all_bytes(slot_mem(pool, b), l.slot_bytes, 0x33));
+	KTAP_EXPECT_EQ(haccel_state_slots_swap_in(pool, list, 2, host, 2 * l.slot_bytes), 0);
+	KTAP_ASSERT_EQ(haccel_state_slot_free(pool, a), 0);
+	KTAP_ASSERT_EQ(haccel_state_slot_free(pool, b), 0);
+	STATE_CHECK(pool);
+	free(host);
 	haccel_state_pool_destroy(pool);
 	haccel_close(ctx);
 }
@@ -366,6 +420,7 @@ static void t_config(void)
 static const struct ktap_case cases[] = {
 	KTAP_CASE(t_layout),
 	KTAP_CASE(t_slots),
+	KTAP_CASE(t_swap),
 	KTAP_CASE(t_checkpoints),
 	KTAP_CASE(t_full_and_evict),
 	KTAP_CASE(t_stale_ids),

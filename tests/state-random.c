@@ -254,9 +254,14 @@ static int m_swap(const uint32_t *slots, uint32_t n, uint64_t host_bytes,
 {
 	if (host_bytes / lay.slot_bytes < n)
 		return -EINVAL;
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++) {
 		if (m_slot_check(slots[i]))
 			return -EINVAL;
+		/* swap-in: a slot listed twice would hold either copy */
+		for (uint32_t j = 0; !out && j < i; j++)
+			if (slots[j] == slots[i])
+				return -EINVAL;
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		if (out)
 			M.host_tag[i] = M.slot[slots[i]].tag;
@@ -527,6 +532,10 @@ static void op_swap(void)
 			list[n++] = s;
 	if (n < MAX_SLOTS && ktap_rand_below(8) == 0)
 		list[n++] = any_slot(); /* maybe not in use, or out of range */
+	if (n && n < MAX_SLOTS && ktap_rand_below(8) == 0) {
+		list[n] = list[ktap_rand_below(n)]; /* listed twice */
+		n++;
+	}
 	/* Swap in order reversed now and then: slot i of the buffer goes to list[i]. */
 	if (n > 1 && ktap_rand_below(2)) {
 		uint32_t x = list[0];

@@ -948,6 +948,8 @@ int haccel_kv_admit(const struct haccel_kv_pool *p, const int32_t *prompt,
  * several sequences), and a swap has no copy-on-write to give the writer
  * its own copy.
  */
+#define SWAP_MARK 0x80000000u
+
 static int swap_in_check(struct haccel_kv_pool *p, uint32_t id)
 {
 	if (p->state[id] == PAGE_FREE)
@@ -982,16 +984,31 @@ static int pages_swap(struct haccel_kv_pool *p, const uint32_t *pages, uint32_t 
 		return haccel__fail(p->ctx, -EINVAL, "kv swap: %u pages need %llu host bytes, %llu given",
 				    n, (unsigned long long)(n * p->page_bytes),
 				    (unsigned long long)host_bytes);
-	for (uint32_t i = 0; i < n; i++) {
+	/*
+	 * Swap-in marks each page it has checked in its reference count's
+	 * top bit (a page it may write holds exactly one reference), so a
+	 * page listed twice, whose bytes would be whichever copy landed last,
+	 * is refused like the others; the marks go before it returns.
+	 */
+	uint32_t i;
+
+	for (i = 0; !ret && i < n; i++) {
 		if (pages[i] >= p->n_pages)
-			return haccel__fail(p->ctx, -EINVAL, "kv swap: page %u out of range (%u pages)",
-					    pages[i], p->n_pages);
-		if (!to_host) {
-			ret = swap_in_check(p, pages[i]);
-			if (ret)
-				return ret;
-		}
+			ret = haccel__fail(p->ctx, -EINVAL, "kv swap: page %u out of range (%u pages)",
+					   pages[i], p->n_pages);
+		else if (!to_host && (p->ref[pages[i]] & SWAP_MARK))
+			ret = haccel__fail(p->ctx, -EINVAL,
+					   "kv swap in: page %u is listed twice: its bytes would be either copy",
+					   pages[i]);
+		else if (!to_host && !(ret = swap_in_check(p, pages[i])))
+			p->ref[pages[i]] |= SWAP_MARK;
 	}
+	/* (a refused entry, maybe out of range, was not marked) */
+	if (!to_host)
+		for (uint32_t j = 0; j < (ret ? i - 1 : i); j++)
+			p->ref[pages[j]] &= ~SWAP_MARK;
+	if (ret)
+		return ret;
 	/*
 	 * All pass. A page the caller holds alone may still be in the prefix
 	 * table (it filled in an append, or a prefix hit attached it): it
@@ -1000,10 +1017,10 @@ static int pages_swap(struct haccel_kv_pool *p, const uint32_t *pages, uint32_t 
 	 * computed from its tokens.
 	 */
 	if (!to_host)
-		for (uint32_t i = 0; i < n; i++)
+		for (i = 0; i < n; i++)
 			if (p->serial[pages[i]])
 				uncache(p, pages[i]);
-	for (uint32_t i = 0; !ret && i < n; i++)
+	for (i = 0; !ret && i < n; i++)
 		for (uint32_t r = 0; !ret && r < p->n_regions; r++) {
 			uint64_t pb = (uint64_t)p->P * p->region_bpt[r];
 			char *dev = (char *)p->region_base[r] + (uint64_t)pages[i] * pb;

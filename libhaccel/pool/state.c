@@ -377,10 +377,28 @@ static int slots_swap(struct haccel_state_pool *p, const uint32_t *slots, uint32
 	if (host_bytes / sb < n)
 		return haccel__fail(p->ctx, -EINVAL, "state swap: %u slots need %llu host bytes, %llu given",
 				    n, (unsigned long long)(n * sb), (unsigned long long)host_bytes);
-	for (uint32_t i = 0; i < n; i++)
+	/* Swap-in marks each slot it has checked (slot_used's bit 1): a slot
+	 * listed twice would hold whichever copy landed last, so it is
+	 * refused; the marks go before it returns. */
+	uint32_t i;
+
+	for (i = 0; !ret && i < n; i++)
 		if (slot_check(p, slots[i]))
-			return haccel__fail(p->ctx, -EINVAL, "state swap: slot %u is not in use", slots[i]);
-	for (uint32_t i = 0; !ret && i < n; i += 256) {
+			ret = haccel__fail(p->ctx, -EINVAL, "state swap: slot %u is not in use",
+					   slots[i]);
+		else if (!to_host && (p->slot_used[slots[i]] & 2))
+			ret = haccel__fail(p->ctx, -EINVAL,
+					   "state swap in: slot %u is listed twice: it would hold either copy",
+					   slots[i]);
+		else if (!to_host)
+			p->slot_used[slots[i]] |= 2;
+	/* (a refused entry, maybe out of range, was not marked) */
+	if (!to_host)
+		for (uint32_t j = 0; j < (ret ? i - 1 : i); j++)
+			p->slot_used[slots[j]] &= 1;
+	if (ret)
+		return ret;
+	for (i = 0; !ret && i < n; i += 256) {
 		uint32_t k = n - i < 256 ? n - i : 256;
 
 		for (uint32_t j = 0; j < k; j++) {
