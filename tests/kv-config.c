@@ -124,6 +124,7 @@ static void t_bad_configs_refused(void)
 	BAD(c.n_streams = 0, -EINVAL);
 	BAD(c.n_streams = HACCEL_KV_MAX_STREAMS + 1, -EINVAL);
 	BAD(c.max_seqs = 0, -EINVAL);
+	BAD(c.max_seqs = 0x7fffffff, -EINVAL); /* references must stay below 2^31 */
 	BAD(c.max_seq_tokens = 0, -EINVAL);
 	BAD(c.mem = 99, -EINVAL);
 	BAD(c.streams[1].bytes_per_token = 0, -EINVAL);

@@ -436,6 +436,31 @@ static void t_swap_in_owned_pages_only(void)
 	KTAP_EXPECT(memcmp(junk, gbytes, info.page_bytes) == 0);
 	KTAP_EXPECT(memcmp(junk + info.page_bytes, gbytes, info.page_bytes) == 0);
 	memset(junk, 0x55, 2 * info.page_bytes);
+	/* A duplicate or an id out of range third in the list: refused, and
+	 * the marks of the two pages checked before it are gone (both swap
+	 * in right after). */
+	{
+		uint32_t h, l3[3];
+		uint8_t *three = malloc(3 * info.page_bytes);
+
+		KTAP_ASSERT(three);
+		memset(three, 0x66, 3 * info.page_bytes);
+		KTAP_ASSERT_EQ(haccel_kv_pages_get(pool, 1, &h), 0);
+		l3[0] = g;
+		l3[1] = h;
+		l3[2] = g;
+		KTAP_EXPECT_EQ(haccel_kv_pages_swap_in(pool, l3, 3, three, 3 * info.page_bytes),
+			       -EINVAL);
+		l3[2] = info.n_pages + 5;
+		KTAP_EXPECT_EQ(haccel_kv_pages_swap_in(pool, l3, 3, three, 3 * info.page_bytes),
+			       -EINVAL);
+		KTAP_EXPECT_EQ(haccel_kv_pages_swap_in(pool, l3, 2, three, 2 * info.page_bytes), 0);
+		KTAP_ASSERT_EQ(haccel_kv_pages_swap_out(pool, l3, 2, three, 2 * info.page_bytes), 0);
+		KTAP_EXPECT(three[0] == 0x66 && three[2 * info.page_bytes - 1] == 0x66);
+		KTAP_EXPECT_EQ(haccel_kv_pages_swap_in(pool, &g, 1, gbytes, info.page_bytes), 0);
+		KTAP_ASSERT_EQ(haccel_kv_pages_put(pool, &h, 1), 0);
+		free(three);
+	}
 	list[1] = page1;
 	/* Reading shared pages is fine. */
 	KTAP_EXPECT_EQ(haccel_kv_pages_swap_out(pool, list, 2, out, 2 * info.page_bytes), 0);

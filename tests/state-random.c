@@ -65,7 +65,7 @@ struct model {
 	uint64_t saves, restores, drops, evictions;
 	uint64_t host_tag[MAX_SLOTS];               /* the swap buffer's slots */
 	/* What the run exercised. */
-	uint64_t overwrites, nomem, einval, enoent, swaps, nozero, stale;
+	uint64_t overwrites, nomem, einval, enoent, swaps, nozero, stale, swap_twice;
 };
 
 static struct model M;
@@ -259,8 +259,10 @@ static int m_swap(const uint32_t *slots, uint32_t n, uint64_t host_bytes,
 			return -EINVAL;
 		/* swap-in: a slot listed twice would hold either copy */
 		for (uint32_t j = 0; !out && j < i; j++)
-			if (slots[j] == slots[i])
+			if (slots[j] == slots[i]) {
+				M.swap_twice++;
 				return -EINVAL;
+			}
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		if (out)
@@ -609,12 +611,14 @@ static void run(uint32_t n_slots, uint32_t n_ckpts)
 		  (unsigned long long)M.overwrites, (unsigned long long)M.restores,
 		  (unsigned long long)M.drops, (unsigned long long)M.evictions,
 		  (unsigned long long)M.swaps, (unsigned long long)M.nozero);
-	ktap_diag("refused: %llu -ENOMEM, %llu -EINVAL, %llu -ENOENT (%llu stale ids)",
+	ktap_diag("refused: %llu -ENOMEM, %llu -EINVAL (%llu swap-ins listing a slot twice), %llu -ENOENT (%llu stale ids)",
 		  (unsigned long long)M.nomem, (unsigned long long)M.einval,
-		  (unsigned long long)M.enoent, (unsigned long long)M.stale);
+		  (unsigned long long)M.swap_twice, (unsigned long long)M.enoent,
+		  (unsigned long long)M.stale);
 	/* The run must have exercised what it claims to. */
 	if (steps >= DEFAULT_STEPS) {
-		KTAP_EXPECT(M.nomem > 0 && M.einval > 0 && M.enoent > 0 && M.swaps > 0);
+		KTAP_EXPECT(M.nomem > 0 && M.einval > 0 && M.enoent > 0 && M.swaps > 0 &&
+			    M.swap_twice > 0);
 		if (n_ckpts)
 			KTAP_EXPECT(M.saves > 0 && M.restores > 0 && M.drops > 0 &&
 				    M.overwrites > 0 && M.stale > 0);

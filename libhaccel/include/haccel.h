@@ -176,7 +176,7 @@ struct haccel_kv_pool_config {
 	uint32_t n_streams;     /* entries used in streams[] (default 2) */
 	uint32_t n_pages;       /* pages to carve; 0: as many as budget_bytes holds */
 	uint64_t budget_bytes;  /* used when n_pages is 0 */
-	uint32_t max_seqs;      /* sequence table size (default 256) */
+	uint32_t max_seqs;      /* sequence table size (default 256; below 2^31 - 1) */
 	uint32_t max_seq_tokens; /* longest sequence (default 131072) */
 	uint32_t mem;           /* enum haccel_mem_kind (default HACCEL_MEM_HOST) */
 	uint32_t reserved;      /* must be 0 */

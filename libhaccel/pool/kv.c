@@ -47,6 +47,9 @@
 #include "kv.h"
 
 #define NONE UINT32_MAX
+/* max_seqs' limit: a page's references (one a sequence, one from
+ * haccel_kv_pages_get) stay below 2^31, whose bit swap-in marks with. */
+#define MAX_SEQS 0x7ffffffeu
 #define REGION_ALIGN 4096u
 
 enum page_state { PAGE_FREE = 0, PAGE_USED = 1, PAGE_EVICTABLE = 2 };
@@ -251,9 +254,9 @@ static int validate_config(struct haccel_ctx *ctx,
 	if (c->page_tokens == 0 || c->page_tokens > 4096 || c->n_layers == 0 ||
 	    c->n_layers > 4096 || c->n_streams == 0 ||
 	    c->n_streams > HACCEL_KV_MAX_STREAMS || c->max_seqs == 0 ||
-	    c->max_seqs >= NONE || c->max_seq_tokens == 0) {
-		haccel__err(ctx, "kv pool: page_tokens (1..4096), n_layers (1..4096), n_streams (1..%d), max_seqs and max_seq_tokens must be set",
-			    HACCEL_KV_MAX_STREAMS);
+	    c->max_seqs > MAX_SEQS || c->max_seq_tokens == 0) {
+		haccel__err(ctx, "kv pool: page_tokens (1..4096), n_layers (1..4096), n_streams (1..%d), max_seqs (1..%u) and max_seq_tokens must be set",
+			    HACCEL_KV_MAX_STREAMS, MAX_SEQS);
 		return -EINVAL;
 	}
 	for (uint32_t s = 0; s < c->n_streams; s++) {
@@ -940,6 +943,11 @@ int haccel_kv_admit(const struct haccel_kv_pool *p, const int32_t *prompt,
 /* ------------------------------------------------------------------------ */
 /* Pages outside sequences                                                  */
 
+/* Swap-in's mark of a page it has checked, in its reference count, whose
+ * top bit no reference sets: a page has at most one reference from each
+ * sequence (max_seqs < 2^31) and one from haccel_kv_pages_get. */
+#define SWAP_MARK 0x80000000u
+
 /*
  * A page swap_in may write: one the caller holds alone. A free page has no
  * owner; an evictable one is held by the prefix cache only, which would
@@ -948,8 +956,6 @@ int haccel_kv_admit(const struct haccel_kv_pool *p, const int32_t *prompt,
  * several sequences), and a swap has no copy-on-write to give the writer
  * its own copy.
  */
-#define SWAP_MARK 0x80000000u
-
 static int swap_in_check(struct haccel_kv_pool *p, uint32_t id)
 {
 	if (p->state[id] == PAGE_FREE)
