@@ -1462,7 +1462,7 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(test_indexer_groups),
 	KTAP_CASE(test_indexer_batch),
 	/* the CPU op over about 10^7 record and head pairs */
-	KTAP_CASE_TIMEOUT(test_sparse_mla, 180),
+	KTAP_CASE_TIMEOUT(test_sparse_mla, 120),
 };
 
 int main(int argc, char **argv)
