@@ -52,6 +52,20 @@ static void expect_nothing_loaded(void)
 		close(fd);
 }
 
+/* Each of the n parameter strings refuses the load (EINVAL), leaving
+ * nothing loaded. */
+static void expect_refused(const char *path, const char *const *bad, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int r = hd_module_load(path, bad[i]);
+
+		if (r != -EINVAL)
+			ktap_diag("%s: %d", bad[i], r);
+		KTAP_EXPECT_EQ(r, -EINVAL);
+		expect_nothing_loaded();
+	}
+}
+
 static void defaults_exact(void)
 {
 	int fd;
@@ -117,14 +131,7 @@ static void over_100_refused(void)
 	const char *path = hd_module_path();
 
 	KTAP_ASSERT_EQ(hd_module_unload(), 0);
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		int r = hd_module_load(path, bad[i]);
-
-		if (r != -EINVAL)
-			ktap_diag("%s: %d", bad[i], r);
-		KTAP_EXPECT_EQ(r, -EINVAL);
-		expect_nothing_loaded();
-	}
+	expect_refused(path, bad, sizeof(bad) / sizeof(bad[0]));
 	/* insmod itself says so: it exits non-zero. */
 	if (access("/bin/insmod", X_OK) == 0) {
 		pid_t pid = fork();
@@ -193,14 +200,7 @@ static void page_pin_limit(void)
 	munmap(mem, 2 * pg);
 
 	KTAP_ASSERT_EQ(hd_module_unload(), 0);
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		int r = hd_module_load(path, bad[i]);
-
-		if (r != -EINVAL)
-			ktap_diag("%s: %d", bad[i], r);
-		KTAP_EXPECT_EQ(r, -EINVAL);
-		expect_nothing_loaded();
-	}
+	expect_refused(path, bad, sizeof(bad) / sizeof(bad[0]));
 	KTAP_EXPECT_EQ(hd_module_load(path, ""), 0);
 	KTAP_EXPECT_EQ(hd_module_param("page_pin_limit"), 1048576);
 }

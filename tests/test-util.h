@@ -262,6 +262,21 @@ static inline void tool_argv(const char **argv, const char *tool, va_list ap)
 	argv[n] = NULL;
 }
 
+/* The tool named by environment variable env with the arguments of ap up
+ * to NULL, its standard output kept (out_path NULL) or opened on
+ * out_path. Skips the case when env is unset. */
+static inline void tool_vrun(struct tool_result *r, const char *out_path, const char *env,
+			     va_list ap)
+{
+	const char *tool = getenv(env);
+	const char *argv[32];
+
+	if (!tool)
+		ktap_skip("%s not set: run through make check", env);
+	tool_argv(argv, tool, ap);
+	tool_spawn(r, argv, 0, out_path);
+}
+
 /*
  * Run the tool named by environment variable env (set by make check) with
  * the NULL-terminated arguments; keep stdout and stderr. Skips the case
@@ -269,16 +284,11 @@ static inline void tool_argv(const char **argv, const char *tool, va_list ap)
  */
 static inline void tool_run(struct tool_result *r, const char *env, ...)
 {
-	const char *tool = getenv(env);
-	const char *argv[32];
 	va_list ap;
 
-	if (!tool)
-		ktap_skip("%s not set: run through make check", env);
 	va_start(ap, env);
-	tool_argv(argv, tool, ap);
+	tool_vrun(r, NULL, env, ap);
 	va_end(ap);
-	tool_run_argv(r, argv, 0);
 }
 
 /*
@@ -288,16 +298,11 @@ static inline void tool_run(struct tool_result *r, const char *env, ...)
  */
 static inline void tool_run_out(struct tool_result *r, const char *out_path, const char *env, ...)
 {
-	const char *tool = getenv(env);
-	const char *argv[32];
 	va_list ap;
 
-	if (!tool)
-		ktap_skip("%s not set: run through make check", env);
 	va_start(ap, env);
-	tool_argv(argv, tool, ap);
+	tool_vrun(r, out_path, env, ap);
 	va_end(ap);
-	tool_spawn(r, argv, 0, out_path);
 }
 
 #endif /* HACCEL_TESTS_TEST_UTIL_H */

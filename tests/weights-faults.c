@@ -330,17 +330,45 @@ static uint8_t *dest_for(struct haccel_weights *w)
 	return dest;
 }
 
+/* A case's index in a fresh directory, opened (the index, or file in
+ * its directory), with a destination. */
+struct fx {
+	struct haccel_ctx *ctx;
+	char *dir;
+	struct haccel_weights *w;
+	uint8_t *dest;
+};
+
+static void fx_open(struct fx *f, struct haccel_ctx *ctx, const char *file)
+{
+	char path[ST_PATH];
+
+	f->ctx = ctx;
+	f->dir = faults_tmpdir();
+	write_index(f->dir);
+	f->w = ST_OPEN(ctx, file ? st_join(path, f->dir, file) : f->dir);
+	f->dest = dest_for(f->w);
+}
+
+static void fx_close(struct fx *f)
+{
+	free(f->dest);
+	haccel_weights_close(f->w);
+	st_rmtree(f->dir);
+	haccel_close(f->ctx);
+}
+
 /*
- * Skip the case unless a direct load of w reads direct (need_direct) and
- * through io_uring (need_uring): a filesystem without O_DIRECT, a kernel
- * that refuses io_uring or HACCEL_FORCE_PREAD leave nothing to provoke.
+ * Skip the case unless a direct load of f's index reads direct
+ * (need_direct) and through io_uring (need_uring): a filesystem without
+ * O_DIRECT, a kernel that refuses io_uring or HACCEL_FORCE_PREAD leave
+ * nothing to provoke.
  */
-static void need(struct haccel_ctx *ctx, struct haccel_weights *w, char *dir, uint8_t *dest,
-		 bool need_direct, bool need_uring)
+static void need(struct fx *f, bool need_direct, bool need_uring)
 {
 	const char *why = NULL;
 
-	KTAP_ASSERT_EQ(load_with(w, HACCEL_LOAD_DIRECT, false, dest), 0);
+	KTAP_ASSERT_EQ(load_with(f->w, HACCEL_LOAD_DIRECT, false, f->dest), 0);
 	if (need_direct && !st.direct)
 		why = "no direct I/O on this filesystem";
 	else if (need_uring && st.io_path != HACCEL_IO_URING)
@@ -348,10 +376,7 @@ static void need(struct haccel_ctx *ctx, struct haccel_weights *w, char *dir, ui
 	if (!why)
 		return;
 	ktap_diag("%s", why);
-	free(dest);
-	haccel_weights_close(w);
-	st_rmtree(dir);
-	haccel_close(ctx);
+	fx_close(f);
 	ktap_skip("%s", need_direct && !st.direct ? "no direct I/O here" : "no io_uring here");
 }
 
@@ -366,41 +391,34 @@ static void need(struct haccel_ctx *ctx, struct haccel_weights *w, char *dir, ui
  */
 static void t_replaced_between_opens(void)
 {
-	struct haccel_ctx *ctx = st_ctx();
-	char *dir = faults_tmpdir(), path[ST_PATH], copy[ST_PATH], err[1024];
-	struct haccel_weights *w;
-	uint8_t *dest;
+	char path[ST_PATH], copy[ST_PATH], err[1024];
+	struct fx f;
 
-	write_index(dir);
-	st_join(path, dir, "s1.safetensors");
-	st_join(copy, dir, "new.safetensors");
-	w = ST_OPEN(ctx, path);
-	dest = dest_for(w);
-	need(ctx, w, dir, dest, true, false);
+	fx_open(&f, st_ctx(), "s1.safetensors");
+	st_join(path, f.dir, "s1.safetensors");
+	st_join(copy, f.dir, "new.safetensors");
+	need(&f, true, false);
 	/* copy: the same bytes as path, another inode. */
 	KTAP_ASSERT(rename(path, copy) == 0);
-	write_index(dir);
-	haccel_weights_close(w);
-	w = ST_OPEN(ctx, path);
+	write_index(f.dir);
+	haccel_weights_close(f.w);
+	f.w = ST_OPEN(f.ctx, path);
 	replace_from = copy;
 	replace_at = path;
-	KTAP_EXPECT_EQ(load_with(w, HACCEL_LOAD_DIRECT, false, dest), -EBADMSG);
+	KTAP_EXPECT_EQ(load_with(f.w, HACCEL_LOAD_DIRECT, false, f.dest), -EBADMSG);
 	KTAP_EXPECT(replace_at == NULL); /* the rename happened */
-	haccel_last_error(ctx, err, sizeof(err));
+	haccel_last_error(f.ctx, err, sizeof(err));
 	ktap_diag("%s", err);
 	KTAP_EXPECT(strstr(err, "file changed since it was opened") != NULL);
 	KTAP_EXPECT(strstr(err, "replaced") != NULL);
 	KTAP_EXPECT(strstr(err, "s1.safetensors") != NULL);
 	replace_at = NULL;
 	/* Reopened, the checkpoint loads. */
-	haccel_weights_close(w);
-	w = ST_OPEN(ctx, path);
-	KTAP_EXPECT_EQ(load_with(w, HACCEL_LOAD_DIRECT, false, dest), 0);
-	st_expect_tensors(w, dest, "reopened");
-	free(dest);
-	haccel_weights_close(w);
-	st_rmtree(dir);
-	haccel_close(ctx);
+	haccel_weights_close(f.w);
+	f.w = ST_OPEN(f.ctx, path);
+	KTAP_EXPECT_EQ(load_with(f.w, HACCEL_LOAD_DIRECT, false, f.dest), 0);
+	st_expect_tensors(f.w, f.dest, "reopened");
+	fx_close(&f);
 }
 
 /*
@@ -413,15 +431,11 @@ static void t_one_shard_without_direct_io(void)
 {
 	static const char *const shard[] = { "s2.safetensors", "s1.safetensors" };
 	struct log_cap lc;
-	struct haccel_ctx *ctx = cap_ctx(&lc);
-	char *dir = faults_tmpdir(), err[1024] = "";
-	struct haccel_weights *w;
-	uint8_t *dest;
+	char err[1024] = "";
+	struct fx f;
 
-	write_index(dir);
-	w = ST_OPEN(ctx, dir);
-	dest = dest_for(w);
-	need(ctx, w, dir, dest, true, false);
+	fx_open(&f, cap_ctx(&lc), NULL);
+	need(&f, true, false);
 	for (int s = 0; s < 2; s++)
 		for (int pool = 0; pool < 2; pool++) {
 			uint32_t flags = HACCEL_LOAD_DIRECT | (pool ? HACCEL_LOAD_PREAD : 0);
@@ -430,22 +444,19 @@ static void t_one_shard_without_direct_io(void)
 			err[0] = '\0';
 			no_direct = shard[s];
 			lc.n = 0;
-			ret = load_with(w, flags, false, dest);
+			ret = load_with(f.w, flags, false, f.dest);
 			no_direct = NULL;
 			if (ret)
-				haccel_last_error(ctx, err, sizeof(err));
+				haccel_last_error(f.ctx, err, sizeof(err));
 			ktap_diag("%s refused, %s: %d %s", shard[s],
 				  pool ? "pool" : "io_uring", ret, err);
 			KTAP_EXPECT_EQ(ret, 0);
 			KTAP_EXPECT_EQ(st.direct, 0);
 			KTAP_EXPECT_EQ(cap_count(&lc, HACCEL_LOG_WARN, "no direct I/O"), 1);
 			KTAP_EXPECT_EQ(cap_count(&lc, HACCEL_LOG_WARN, shard[s]), 1);
-			st_expect_tensors(w, dest, shard[s]);
+			st_expect_tensors(f.w, f.dest, shard[s]);
 		}
-	free(dest);
-	haccel_weights_close(w);
-	st_rmtree(dir);
-	haccel_close(ctx);
+	fx_close(&f);
 }
 
 /*
@@ -508,22 +519,17 @@ static void sweep(struct haccel_ctx *ctx, struct haccel_weights *w, uint32_t fla
 
 static void t_every_allocation_fails(void)
 {
-	struct haccel_ctx *ctx = st_ctx();
-	char *dir = faults_tmpdir();
-	struct haccel_weights *w;
+	struct fx f;
 
-	write_index(dir);
-	w = ST_OPEN(ctx, dir);
-	sweep(ctx, w, HACCEL_LOAD_DIRECT, false, "direct, host sink (copy threads)");
-	sweep(ctx, w, HACCEL_LOAD_BUFFERED | HACCEL_LOAD_VERIFY, false,
+	fx_open(&f, st_ctx(), NULL);
+	sweep(f.ctx, f.w, HACCEL_LOAD_DIRECT, false, "direct, host sink (copy threads)");
+	sweep(f.ctx, f.w, HACCEL_LOAD_BUFFERED | HACCEL_LOAD_VERIFY, false,
 	      "buffered into the host sink");
-	sweep(ctx, w, HACCEL_LOAD_DIRECT | HACCEL_LOAD_VERIFY, true, "direct, put() only");
-	sweep(ctx, w, HACCEL_LOAD_BUFFERED, true, "buffered, put() only");
-	sweep(ctx, w, HACCEL_LOAD_DIRECT | HACCEL_LOAD_PREAD, false, "direct, pread pool");
-	sweep(ctx, w, 0, false, "automatic mode");
-	haccel_weights_close(w);
-	st_rmtree(dir);
-	haccel_close(ctx);
+	sweep(f.ctx, f.w, HACCEL_LOAD_DIRECT | HACCEL_LOAD_VERIFY, true, "direct, put() only");
+	sweep(f.ctx, f.w, HACCEL_LOAD_BUFFERED, true, "buffered, put() only");
+	sweep(f.ctx, f.w, HACCEL_LOAD_DIRECT | HACCEL_LOAD_PREAD, false, "direct, pread pool");
+	sweep(f.ctx, f.w, 0, false, "automatic mode");
+	fx_close(&f);
 }
 
 /*
@@ -533,15 +539,11 @@ static void t_every_allocation_fails(void)
  */
 static void t_uring_wait_transient(void)
 {
-	struct haccel_ctx *ctx = st_ctx();
-	char *dir = faults_tmpdir(), err[1024] = "";
-	struct haccel_weights *w;
-	uint8_t *dest;
+	char err[1024] = "";
+	struct fx f;
 
-	write_index(dir);
-	w = ST_OPEN(ctx, dir);
-	dest = dest_for(w);
-	need(ctx, w, dir, dest, false, true);
+	fx_open(&f, st_ctx(), NULL);
+	need(&f, false, true);
 	for (int mode = 0; mode < 3; mode++) {
 		static const uint32_t flags[] = { HACCEL_LOAD_DIRECT, HACCEL_LOAD_BUFFERED,
 						  HACCEL_LOAD_BUFFERED | HACCEL_LOAD_VERIFY };
@@ -553,20 +555,17 @@ static void t_uring_wait_transient(void)
 		uring_script[2] = -EINTR;
 		uring_script[3] = -EAGAIN;
 		uring_next = 0;
-		ret = load_with(w, flags[mode] | HACCEL_LOAD_VERIFY, mode == 2, dest);
+		ret = load_with(f.w, flags[mode] | HACCEL_LOAD_VERIFY, mode == 2, f.dest);
 		if (ret)
-			haccel_last_error(ctx, err, sizeof(err));
+			haccel_last_error(f.ctx, err, sizeof(err));
 		ktap_diag("flags %#x: %d %s", flags[mode], ret, err);
 		KTAP_EXPECT_EQ(ret, 0);
 		KTAP_EXPECT_EQ(st.io_path, HACCEL_IO_URING);
 		KTAP_EXPECT_EQ(uring_next, 4);
-		st_expect_tensors(w, dest, "transient io_uring_enter errors");
+		st_expect_tensors(f.w, f.dest, "transient io_uring_enter errors");
 	}
 	memset(uring_script, 0, sizeof(uring_script));
-	free(dest);
-	haccel_weights_close(w);
-	st_rmtree(dir);
-	haccel_close(ctx);
+	fx_close(&f);
 }
 
 /*
@@ -580,15 +579,11 @@ static void t_uring_wait_transient(void)
 static void t_uring_wait_fails_for_good(void)
 {
 	struct log_cap lc;
-	struct haccel_ctx *ctx = cap_ctx(&lc);
-	char *dir = faults_tmpdir(), err[1024];
-	struct haccel_weights *w;
-	uint8_t *dest;
+	char err[1024];
+	struct fx f;
 
-	write_index(dir);
-	w = ST_OPEN(ctx, dir);
-	dest = dest_for(w);
-	need(ctx, w, dir, dest, false, true);
+	fx_open(&f, cap_ctx(&lc), NULL);
+	need(&f, false, true);
 	for (int mode = 0; mode < 3; mode++) {
 		static const uint32_t flags[] = { HACCEL_LOAD_BUFFERED, HACCEL_LOAD_DIRECT,
 						  HACCEL_LOAD_BUFFERED };
@@ -597,23 +592,20 @@ static void t_uring_wait_fails_for_good(void)
 		late_cqes = 0;
 		check_exit = true;
 		uring_persistent = -ENXIO;
-		KTAP_EXPECT_EQ(load_with(w, flags[mode], mode == 2, dest), -ENXIO);
+		KTAP_EXPECT_EQ(load_with(f.w, flags[mode], mode == 2, f.dest), -ENXIO);
 		uring_persistent = 0;
 		check_exit = false;
-		haccel_last_error(ctx, err, sizeof(err));
+		haccel_last_error(f.ctx, err, sizeof(err));
 		ktap_diag("flags %#x%s: %s", flags[mode], mode == 2 ? ", put() only" : "", err);
 		KTAP_EXPECT(strstr(err, "io_uring_submit_and_wait") != NULL);
 		KTAP_EXPECT_EQ(late_cqes, 0);
 		KTAP_EXPECT_EQ(cap_count(&lc, HACCEL_LOG_WARN, "one by one"), 1);
 		KTAP_EXPECT_EQ(cap_count(&lc, HACCEL_LOG_ERROR, "still in flight"), 0);
 		/* Nothing left behind: the next load works. */
-		KTAP_EXPECT_EQ(load_with(w, flags[mode], mode == 2, dest), 0);
-		st_expect_tensors(w, dest, "after a failed wait");
+		KTAP_EXPECT_EQ(load_with(f.w, flags[mode], mode == 2, f.dest), 0);
+		st_expect_tensors(f.w, f.dest, "after a failed wait");
 	}
-	free(dest);
-	haccel_weights_close(w);
-	st_rmtree(dir);
-	haccel_close(ctx);
+	fx_close(&f);
 }
 
 /*
@@ -623,28 +615,21 @@ static void t_uring_wait_fails_for_good(void)
  */
 static void t_staging_populate_interrupted(void)
 {
-	struct haccel_ctx *ctx = st_ctx();
-	char *dir = faults_tmpdir(), err[1024] = "";
-	struct haccel_weights *w;
-	uint8_t *dest;
+	char err[1024] = "";
+	struct fx f;
 	int ret;
 
-	write_index(dir);
-	w = ST_OPEN(ctx, dir);
-	dest = dest_for(w);
+	fx_open(&f, st_ctx(), NULL);
 	madvise_fails = 3; /* EINTR, EAGAIN, EINTR */
-	ret = load_with(w, HACCEL_LOAD_DIRECT | HACCEL_LOAD_VERIFY, false, dest);
+	ret = load_with(f.w, HACCEL_LOAD_DIRECT | HACCEL_LOAD_VERIFY, false, f.dest);
 	if (ret)
-		haccel_last_error(ctx, err, sizeof(err));
+		haccel_last_error(f.ctx, err, sizeof(err));
 	ktap_diag("%d %s", ret, err);
 	KTAP_EXPECT_EQ(ret, 0);
 	KTAP_EXPECT_EQ(madvise_fails, 0);
-	st_expect_tensors(w, dest, "interrupted populate");
+	st_expect_tensors(f.w, f.dest, "interrupted populate");
 	madvise_fails = 0;
-	free(dest);
-	haccel_weights_close(w);
-	st_rmtree(dir);
-	haccel_close(ctx);
+	fx_close(&f);
 }
 
 static const struct ktap_case cases[] = {
