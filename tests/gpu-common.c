@@ -104,6 +104,13 @@ static void test_norms(void)
 			KTAP_ASSERT_EQ(haccel__cuda_rmsnorm(g, NULL, dxr, dxr, dw, T, D, 1e-6f), 0);
 			gpu_down(ref, dxr, (size_t)T * D * 4);
 			KTAP_EXPECT(memcmp(got, ref, (size_t)T * D * 4) == 0);
+			/* and within the norm's tolerance of the CPU's norm of
+			 * the first D columns */
+			for (uint32_t t = 0; t < T; t++)
+				memcpy(ref + (size_t)t * D, xs + (size_t)t * ld, D * 4);
+			haccel__cpu_rmsnorm(ref, ref, w, T, D, 1e-6f);
+			KTAP_EXPECT(gpu_close_enough("rmsnorm_split", got, ref, (size_t)T * D, 1e-6,
+						     1e-5));
 			for (uint32_t t = 0; t < T; t++)
 				same &= !memcmp(g2 + (size_t)t * n2, xs + (size_t)t * ld + D,
 						n2 * 4);
@@ -160,13 +167,30 @@ static void test_embed_swiglu(void)
 	KTAP_ASSERT_EQ(haccel__cuda_swiglu(g, NULL, dz, da, dbb, n), 0);
 	gpu_down(g2, dz, n * 4);
 	KTAP_EXPECT(gpu_close_enough("swiglu", g2, w2, n, 1e-6, 1e-5));
-	/* Fused with the bf16 rounding: the bits of swiglu then to_bf16. */
+	/* Fused with the bf16 rounding: the bits of swiglu then to_bf16, and
+	 * within 1e-6 + (1e-5 + 2^-8) |want| of the CPU's: swiglu's own
+	 * tolerance, and half a bf16 step (at most 2^-8 of the value); a NaN
+	 * counts as off. */
 	{
 		haccel__dptr dzb = gpu_alloc(n * 2), dref = gpu_alloc(n * 2);
+		uint16_t *zb = malloc(n * 2);
+		size_t bad = 0;
 
+		KTAP_ASSERT(zb);
 		KTAP_ASSERT_EQ(haccel__cuda_swiglu_bf16(g, NULL, dzb, da, dbb, n), 0);
 		KTAP_ASSERT_EQ(haccel__cuda_to_bf16(g, NULL, dref, dz, n), 0);
 		KTAP_EXPECT(gpu_same(dzb, dref, n * 2));
+		gpu_down(zb, dzb, n * 2);
+		for (size_t i = 0; i < n; i++) {
+			float v = haccel__bf16_to_float(zb[i]);
+
+			if (!(fabsf(v - w2[i]) <= 1e-6f + (1e-5f + 0x1p-8f) * fabsf(w2[i])))
+				bad++;
+		}
+		if (bad)
+			ktap_diag("swiglu_bf16: %zu of %zu values off the CPU's", bad, n);
+		KTAP_EXPECT(bad == 0);
+		free(zb);
 	}
 	KTAP_ASSERT_EQ(haccel__cuda_scale(g, NULL, dz, da, 0.25f, n), 0);
 	gpu_down(g2, dz, n * 4);

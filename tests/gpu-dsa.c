@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <float.h>
+#include <stdio.h>
 
 #include "gpu-util.h"
 #include "model/cpu/ops.h"
@@ -133,6 +134,8 @@ static void test_rope(void)
 			       0);
 		gpu_down(got2, dx2, T * TS * sizeof(float));
 		KTAP_EXPECT(memcmp(got2, got, T * TS * sizeof(float)) == 0);
+		/* and against the CPU directly, as rope is */
+		KTAP_EXPECT(gpu_close_enough("rope2", got2, want, T * TS, 1e-5, 1e-5));
 		free(got2);
 		free(x);
 		free(want);
@@ -292,9 +295,88 @@ static void test_writers(void)
 	gpu_close();
 }
 
+/* A non-NaN E4M3 code as a signed count of code steps from zero: adjacent
+ * values differ by one (the codes are sign and magnitude, the magnitudes
+ * in order), +0 and -0 are both 0. */
+static int fp8_ord(uint8_t c)
+{
+	return c & 0x80 ? -(int)(c & 0x7f) : (int)(c & 0x7f);
+}
+
+static bool fp8_nan(uint8_t c)
+{
+	return (c & 0x7f) == HACCEL__FP8_NAN;
+}
+
+/* The E4M3 spacing at code c's magnitude, in units of its scale: 2^-9 up
+ * to 2^-5 (subnormals and the lowest binade), 2^(E - 10) in binade E. */
+static double fp8_spacing(uint8_t c)
+{
+	int e = (c >> 3) & 0xf;
+
+	return ldexp(1.0, (e ? e : 1) - 10);
+}
+
+/*
+ * Index-key record got, written by a GPU kernel from its own fp32 key,
+ * against the CPU's record want of the fp32 key `key`, the two keys equal
+ * up to rounding. Within one code step, which is stricter than within one
+ * quantization step of the value (that would let two codes below a
+ * power of two pass): where a block's scales agree, each code is equal or
+ * adjacent; a scale may differ only by one, where the CPU's block amax is
+ * within 2^-16 of the edge 448 * 2^e between them (rounding moved it
+ * across), and then each value is within one step of the coarser
+ * scale's code (each side within half a step of its key, the finer
+ * side's step half the coarser's). NaN matches NaN of either sign: after
+ * arithmetic the sign of a NaN is not defined (x86 makes the default NaN
+ * negative, CUDA's is positive). Counts the values that differ into
+ * *n_diff; false at the first that is out.
+ */
+static bool ik_record_close(const uint8_t *got, const uint8_t *want, const float *key,
+			    const char *what, uint32_t slot, uint32_t *n_diff)
+{
+	float gv[128], wv[128];
+
+	haccel__index_k_unpack(got, gv);
+	haccel__index_k_unpack(want, wv);
+	for (uint32_t blk = 0; blk < 4; blk++) {
+		int eg = got[128 + blk] - 127, ew = want[128 + blk] - 127;
+		int lo = eg < ew ? eg : ew, hi = eg < ew ? ew : eg;
+		double edge = ldexp(448.0, lo), amax = haccel__amax(key + 32 * blk, 32);
+
+		if (eg != ew) {
+			CHECK(hi - lo == 1 && fabs(amax - edge) <= edge * 0x1p-16,
+			      "%s: slot %u block %u: scale 2^%d, want 2^%d (amax %a)", what, slot,
+			      blk, eg, ew, amax);
+			if (hi - lo != 1 || fabs(amax - edge) > edge * 0x1p-16)
+				return false;
+		}
+		for (uint32_t i = 32 * blk; i < 32 * blk + 32; i++) {
+			uint8_t cg = got[i], cw = want[i];
+			bool ok;
+
+			if (fp8_nan(cg) || fp8_nan(cw))
+				ok = fp8_nan(cg) && fp8_nan(cw);
+			else if (eg == ew)
+				ok = abs(fp8_ord(cg) - fp8_ord(cw)) <= 1;
+			else
+				ok = fabs((double)gv[i] - wv[i]) <=
+				     ldexp(fp8_spacing(eg > ew ? cg : cw), hi);
+			CHECK(ok, "%s: slot %u value %u: code 0x%02x scale 2^%d (%a), want 0x%02x "
+			      "scale 2^%d (%a)", what, slot, i, cg, eg, (double)gv[i], cw, ew,
+			      (double)wv[i]);
+			if (!ok)
+				return false;
+			*n_diff += !isnan(wv[i]) && gv[i] != wv[i];
+		}
+	}
+	return true;
+}
+
 /*
  * The fused launches of a DSA layer's indexer inputs against the kernels
- * they replace, run in turn on the same inputs: the same bits.
+ * they replace, run in turn on the same inputs: the same bits; and
+ * against the CPU ops on the same inputs, within stated tolerances.
  * rope_hadamard: 16 vectors of 128 a token, rotated over 64, 128 or no
  * dims, both layouts. index_k_fused: the layer norm, rope, transform and
  * record write of the keys (some tokens with special values, some slots
@@ -324,6 +406,32 @@ static void test_indexer_inputs(void)
 							  1e4f, layout), 0);
 		CHECK(gpu_same(da, db, T * TS * sizeof(float)),
 		      "rope_hadamard: layout %d dim %u differs from rope + hadamard", layout, dim);
+
+		/*
+		 * Against the CPU's rope then transform. Without rope, test_hadamard's
+		 * 1e-6 + 1e-6 |want|. With it, test_rope's bound on each rotated value v,
+		 * 1e-5 (1 + |v|), through the transform: an output sums 128 such errors,
+		 * scaled by 2^-3.5, so it is off by at most (128e-5 + 1e-5 sum |v|) /
+		 * sqrt(128) <= 3.4e-4, sum |v| <= sqrt(128) |v|_2 = sqrt(128) |x|_2 <=
+		 * 256 (the rotation keeps the norm, inputs within 2); plus each
+		 * butterfly's own rounding of its slightly different inputs (an output
+		 * goes through 2^(7-k) sums of at most 2^k * 2.83 at stage k, each
+		 * rounded within 2^-24 of it: under 1.5e-5 after the scaling): atol
+		 * 4e-4, and test_hadamard's rtol.
+		 */
+		float *want = xmalloc(T * TS * sizeof(float));
+		float *got = xmalloc(T * TS * sizeof(float));
+		char what[64];
+
+		memcpy(want, x, T * TS * sizeof(float));
+		if (dim)
+			haccel__cpu_rope(want, T, NV, TS, 128, dim, pos, 1e4f, layout);
+		haccel__cpu_hadamard128(want, T * NV);
+		gpu_down(got, db, T * TS * sizeof(float));
+		snprintf(what, sizeof(what), "rope_hadamard layout %d dim %u", layout, dim);
+		KTAP_EXPECT(gpu_close_enough(what, got, want, T * TS, dim ? 4e-4 : 1e-6, 1e-6));
+		free(want);
+		free(got);
 		free(x);
 	}
 	KTAP_EXPECT_EQ(haccel__cuda_rope_hadamard(g, NULL, 0, 1, 1, 128, 128, 64, 0, 1e4f, 2),
@@ -367,6 +475,66 @@ static void test_indexer_inputs(void)
 		      layout, dr);
 		CHECK(gpu_same(hwa, hwb, TK * IH * 4),
 		      "index_k_fused: layout %d dr %u: the head weights differ", layout, dr);
+
+		/*
+		 * Against the CPU ops in turn on the same inputs. The fp32 keys
+		 * differ by rounding (the layer norm's sums in another order and
+		 * rsqrtf, the GPU's sincos), so a code at a rounding boundary may
+		 * go the other way: records as ik_record_close says, and at most
+		 * one value in 256 of those written (19 of 39 records' 4992)
+		 * differing, where rounding errors near 1e-7 of values whose code
+		 * steps are 1/16 to 1/8 of them flip about one in 10^5 (a
+		 * conversion that rounds otherwise, truncating say, flips half).
+		 * Records nobody writes keep their 0x5a bytes. fill_special's NaN
+		 * and infinity tokens have NaN layer norms, so NaN rows: they
+		 * match as NaN, of either sign.
+		 */
+		float *key = xmalloc(TK * 128 * sizeof(float));
+		uint8_t *want = xmalloc(rb), *got = xmalloc(rb), written[SLOTS] = { 0 };
+		uint32_t n_written = 0, n_diff = 0;
+		char what[64];
+
+		haccel__cpu_layernorm(key, x, w, b, TK, 128, 1e-6f);
+		if (dr)
+			haccel__cpu_rope(key, TK, 1, 128, 128, dr, kpos, 5e4f, layout);
+		haccel__cpu_hadamard128(key, TK);
+		memset(want, 0x5a, rb);
+		haccel__cpu_index_k_write(want, slots, key, TK);
+		gpu_down(got, regb, rb);
+		snprintf(what, sizeof(what), "index_k_fused layout %d dr %u", layout, dr);
+		for (uint32_t t = 0; t < TK; t++) {
+			if (slots[t] < 0)
+				continue;
+			written[slots[t]] = 1;
+			n_written++;
+			ik_record_close(got + slots[t] * IK_BYTES, want + slots[t] * IK_BYTES,
+					key + t * 128, what, (uint32_t)slots[t], &n_diff);
+		}
+		for (uint32_t sl = 0; sl < SLOTS; sl++)
+			CHECK(written[sl] || !memcmp(got + (size_t)sl * IK_BYTES,
+						     want + (size_t)sl * IK_BYTES, IK_BYTES),
+			      "%s: record at slot %u, written by no token, changed", what, sl);
+		ktap_diag("%s: %u of %u written values differ from the CPU's by a code step",
+			  what, n_diff, n_written * 128);
+		CHECK(n_diff <= n_written * 128 / 256, "%s: %u values differ from the CPU's", what,
+		      n_diff);
+
+		/* One correctly rounded fp32 multiply on each side (|hw| <= 2, s
+		 * about 0.022: no subnormal): the same bits, 0 ulp; atol 0 and
+		 * rtol 2^-23 would let one ulp pass, no more. */
+		float *hw_want = xmalloc(TK * IH * 4), *hw_got = xmalloc(TK * IH * 4);
+
+		for (uint32_t i = 0; i < TK * IH; i++)
+			hw_want[i] = hw[i] * s;
+		gpu_down(hw_got, hwb, TK * IH * 4);
+		snprintf(what, sizeof(what), "index_k_fused head weights layout %d dr %u", layout,
+			 dr);
+		KTAP_EXPECT(gpu_close_enough(what, hw_got, hw_want, TK * IH, 0, 0x1p-23));
+		free(key);
+		free(want);
+		free(got);
+		free(hw_want);
+		free(hw_got);
 		free(x);
 		free(w);
 		free(b);

@@ -14,12 +14,16 @@
  *  - conv, gate, prep, gated_rmsnorm: 1e-5 relative (plus a tiny absolute
  *    term for values near 0): the same formulas, sums in another order,
  *    and the GPU's expf/log1pf within 2 ulp of the C library's. Conv tails
- *    are copies: bit-exact.
+ *    are copies: bit-exact. gated_rmsnorm_bf16 against the CPU: that plus
+ *    2^-8 relative, the rounding to bf16.
  *  - recurrence: 2e-5 absolute + 1e-5 relative, for o and the state. Both
  *    sides run the same fp32 steps; only the order of the K-sums and FMA
  *    contraction differ, and the recurrence does not amplify errors
  *    (docs/model.md, "Numerics and tolerances": the fp32 recurrence is
- *    within 1e-6 of a double one).
+ *    within 1e-6 of a double one). The same for the recurrence on raw
+ *    inputs against the CPU gate, prep and recurrence: its inputs then
+ *    differ by a few ulps too, which the recurrence carries as it does its
+ *    own rounding.
  *  - chunked: the bound of the CPU chunked form against the recurrence,
  *    1e-4 (1 + max |ref|), against both the CPU chunked op (same chunks)
  *    and the CPU recurrence. The GPU's products are split (a tf32 part
@@ -565,6 +569,22 @@ static void t_gated_rmsnorm(void)
 		/* and give the bits of the norm then to_bf16 */
 		KTAP_ASSERT_EQ(haccel__cuda_to_bf16(g, NULL, dref, dout, n), 0);
 		KTAP_EXPECT(gpu_same(dyb, dref, n * 2));
+		/* and, on its own, within 1e-7 + (1e-5 + 2^-8) |want| of the
+		 * CPU's norm (o by now): 1e-7 + 1e-5 |want| for the fp32 norm
+		 * (as above), 2^-8 for the rounding to nearest (half a bf16
+		 * step is at most 2^-8 of the value). The reference is finite,
+		 * so a NaN or an infinity counts as off. */
+		{
+			uint16_t *yb = (uint16_t *)hbuf((n + 1) / 2);
+			float *yf = hbuf(n);
+
+			gpu_down(yb, dyb, n * 2);
+			for (size_t j = 0; j < n; j++)
+				yf[j] = haccel__bf16_to_float(yb[j]);
+			KTAP_EXPECT(all_finite(o, n));
+			KTAP_EXPECT(gpu_close_enough("gated_rmsnorm_bf16 vs CPU", yf, o, n, 1e-7,
+						     TOL_ELEM + 0x1p-8));
+		}
 	}
 	hfree_all();
 	gpu_close();
@@ -674,8 +694,11 @@ static void t_recurrent_raw(void)
 		uint32_t T = sg->T;
 		int form = (int)(c % 2);
 		float lb = -5.0f;
+		/* The CPU reference's inputs; the pool's slots are those of
+		 * ref_segments (the state, then its padding). */
+		struct kin in = { .T = T, .H = H, .K = K, .V = V };
 		size_t nk = (size_t)T * H * K, nv = (size_t)T * H * V, nb = (size_t)T * H;
-		size_t slot = (size_t)H * K * V + 16, np = sg->n_slots * slot, stride = slot * 4;
+		size_t slot = slot_floats(&in), np = sg->n_slots * slot, stride = slot * 4;
 		float *q = rnd(nk, -3.0f, 3.0f), *k = rnd(nk, -0.5f, 0.5f), *v = rnd(nv, -1, 1);
 		float *gr = rnd(nk, -8.0f, 3.0f), *beta = rnd(nb, -6.0f, 6.0f);
 		float *A_log = rnd(H, -2.0f, 1.0f), *bias = rnd((size_t)H * K, -1.0f, 1.0f);
@@ -708,6 +731,32 @@ static void t_recurrent_raw(void)
 			       0);
 		KTAP_EXPECT(gpu_same(oa, ob, nv * 4));
 		KTAP_EXPECT(gpu_same(poola, poolb, np * 4));
+		/* And the fused kernel against the CPU directly: the CPU gate
+		 * (log space, as the recurrence takes it) and prep on copies,
+		 * then the recurrence segment by segment on a copy of the
+		 * pool, as t_recurrent_segments; its tolerances. The inputs
+		 * the recurrence sees differ from the CPU's by the gate's and
+		 * prep's rounding (a few ulps), which the recurrence does not
+		 * amplify (see the tolerances at the top). */
+		{
+			float *pool_ref = hdup(pool, np), *o_ref = hbuf(nv);
+			float *pool_got = hbuf(np), *o_got = hbuf(nv);
+			char what[96];
+
+			in.q = hdup(q, nk);
+			in.k = hdup(k, nk);
+			in.beta = hdup(beta, nb);
+			in.v = v;
+			in.g = hbuf(nk);
+			haccel__cpu_kda_gate(in.g, gr, T, H, K, A_log, bias, form, lb);
+			haccel__cpu_kda_prep(in.q, in.k, in.beta, T, H, K);
+			ref_segments(pool_ref, sg, &in, o_ref, 0);
+			gpu_down(o_got, ob, nv * 4);
+			gpu_down(pool_got, poolb, np * 4);
+			snprintf(what, sizeof(what), "recurrent raw H=%u K=%u V=%u, form %d, tile %d", H,
+				 K, V, form, tile);
+			expect_rec(what, o_got, o_ref, pool_got, pool_ref, nv, np);
+		}
 		for (int i = 0; i < 4; i++) {
 			float *back = hbuf(rn[i]);
 
