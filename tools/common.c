@@ -43,9 +43,47 @@ int tool_flush(void)
 	return -EIO;
 }
 
+/*
+ * stdout's bytes go out through this, so that a write that fails in a
+ * flush stdio makes on its own (a full buffer in the middle of a printf)
+ * leaves its errno in stdout_errno: the exit's message then names the
+ * cause (ENOSPC on a full disk), not EIO for want of one. Returns the bytes
+ * written, fewer on an error (fopencookie(3): never negative).
+ */
+static ssize_t tool_out_write(void *cookie, const char *buf, size_t n)
+{
+	size_t done = 0;
+
+	(void)cookie;
+	while (done < n) {
+		ssize_t w = write(STDOUT_FILENO, buf + done, n - done);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (!stdout_errno)
+				stdout_errno = w < 0 ? errno : EIO;
+			break;
+		}
+		done += (size_t)w;
+	}
+	return (ssize_t)done;
+}
+
 void tool_init(const char *name)
 {
+	cookie_io_functions_t io = { .write = tool_out_write };
+	FILE *out;
+
 	tool_name = name;
+	/* (glibc's stdout is a variable one may set; buffered as stdio
+	 * buffers stdout: by lines on a terminal, else in blocks) */
+	fflush(stdout);
+	out = fopencookie(NULL, "w", io);
+	if (out && !setvbuf(out, NULL, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, BUFSIZ))
+		stdout = out;
+	else if (out)
+		fclose(out);
 	atexit(tool_check_stdout);
 }
 
