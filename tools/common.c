@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -73,14 +74,24 @@ static ssize_t tool_out_write(void *cookie, const char *buf, size_t n)
 void tool_init(const char *name)
 {
 	cookie_io_functions_t io = { .write = tool_out_write };
+	size_t have = __fbufsize(stdout), size = BUFSIZ;
+	int mode = isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF;
 	FILE *out;
 
 	tool_name = name;
-	/* (glibc's stdout is a variable one may set; buffered as stdio
-	 * buffers stdout: by lines on a terminal, else in blocks) */
+	/* glibc's stdout is a variable one may set. The new stream buffers
+	 * as stdout was set to before main (stdbuf(1) -oL, -o0, -oSIZE: a
+	 * line-buffered stream, a buffer of one byte for none, its size), or
+	 * as stdio buffers stdout: by lines on a terminal, else in blocks. */
+	if (__flbf(stdout))
+		mode = _IOLBF, size = have > 1 ? have : BUFSIZ;
+	else if (have == 1)
+		mode = _IONBF;
+	else if (have)
+		mode = _IOFBF, size = have;
 	fflush(stdout);
 	out = fopencookie(NULL, "w", io);
-	if (out && !setvbuf(out, NULL, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, BUFSIZ))
+	if (out && !setvbuf(out, NULL, mode, size))
 		stdout = out;
 	else if (out)
 		fclose(out);
