@@ -345,10 +345,11 @@ static bool ik_record_close(const uint8_t *got, const uint8_t *want, const float
 		double edge = ldexp(448.0, lo), amax = haccel__amax(key + 32 * blk, 32);
 
 		if (eg != ew) {
-			CHECK(hi - lo == 1 && fabs(amax - edge) <= edge * 0x1p-16,
-			      "%s: slot %u block %u: scale 2^%d, want 2^%d (amax %a)", what, slot,
-			      blk, eg, ew, amax);
-			if (hi - lo != 1 || fabs(amax - edge) > edge * 0x1p-16)
+			bool tipped = hi - lo == 1 && fabs(amax - edge) <= edge * 0x1p-16;
+
+			CHECK(tipped, "%s: slot %u block %u: scale 2^%d, want 2^%d (amax %a)", what,
+			      slot, blk, eg, ew, amax);
+			if (!tipped)
 				return false;
 		}
 		for (uint32_t i = 32 * blk; i < 32 * blk + 32; i++) {

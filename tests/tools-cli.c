@@ -136,6 +136,25 @@ static void t_stdout_write_errors(void)
 }
 
 /*
+ * Read fd into line (len bytes, kept a string) until it holds a newline,
+ * the fd ends, or nothing comes for timeout_ms.
+ */
+static void read_first_line(int fd, char *line, size_t len, int timeout_ms)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	size_t got = strlen(line);
+
+	while (!strchr(line, '\n') && got < len - 1 && poll(&pf, 1, timeout_ms) == 1) {
+		ssize_t n = read(fd, line + got, len - 1 - got);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		line[got] = '\0';
+	}
+}
+
+/*
  * The tools keep the buffering stdout was given before main: under
  * stdbuf -oL, haccel-bench pools' first line (printed before it measures
  * anything: then several benchmarks of at least --seconds each) reaches
@@ -148,7 +167,6 @@ static void t_stdout_buffering_kept(void)
 	char line[4096] = "", opts[512];
 	struct pollfd pf;
 	struct timespec t0, t1;
-	size_t got = 0;
 	int pout[2], st;
 	double gap;
 	pid_t pid;
@@ -173,16 +191,9 @@ static void t_stdout_buffering_kept(void)
 		_exit(127);
 	}
 	close(pout[1]);
+	read_first_line(pout[0], line, sizeof(line), 30000);
 	pf.fd = pout[0];
 	pf.events = POLLIN;
-	while (!strchr(line, '\n') && got < sizeof(line) - 1 && poll(&pf, 1, 30000) == 1) {
-		ssize_t n = read(pout[0], line + got, sizeof(line) - 1 - got);
-
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-		line[got] = '\0';
-	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	/* the rest, to its end */
 	while (poll(&pf, 1, 60000) == 1) {
@@ -1000,22 +1011,14 @@ static void t_bench_stream_create_progress(void)
 		_exit(127);
 	}
 	close(pout[1]);
-	pf.fd = pout[0];
-	pf.events = POLLIN;
-	while (!strchr(line, '\n') && got < sizeof(line) - 1 && poll(&pf, 1, 10000) == 1) {
-		ssize_t n = read(pout[0], line + got, sizeof(line) - 1 - got);
-
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-		line[got] = '\0';
-	}
+	read_first_line(pout[0], line, sizeof(line), 10000);
 	running = waitpid(pid, &st, WNOHANG) == 0;
 	kill(pid, SIGKILL);
 	waitpid(pid, &st, 0);
 	close(pout[0]);
 	got = 0;
 	pf.fd = master;
+	pf.events = POLLIN;
 	while (got < sizeof(tty) - 1 && poll(&pf, 1, 1000) == 1) {
 		ssize_t n = read(master, tty + got, sizeof(tty) - 1 - got);
 
