@@ -2584,6 +2584,7 @@ haccel_dsa_mla_h16(DSA_MLA_PARAMS)
 #define DSA_WS_STAGE 41984      /* a buffer: codes 32768, rope 8192, scales 1024 */
 #define DSA_WS_MISC 1376        /* shared bytes between the buffers and the slots */
 #define DSA_WS_PBATCH 8         /* positions a copying thread asks for at once */
+#define DSA_WS_BTS 4096         /* block-table entries staged in the P buffers */
 
 __device__ __forceinline__ void dsa_bar(uint32_t id, uint32_t n)
 {
@@ -3163,9 +3164,19 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 		 * before it. */
 		hac_setmaxnreg_dec<DSA_WS_REGS_COPY>();
 		/* The token's block-table row: a step input, not the output
-		 * of the kernel before, so asked for before the wait. */
+		 * of the kernel before, so asked for before the wait, and its
+		 * first DSA_WS_BTS pages copied into the P buffers (unused
+		 * until the first tile's P, which comes after every page
+		 * below is read), so that the pages of the selection are
+		 * found in shared memory, not by a load from L2 or memory
+		 * that waits for the selection's. */
 		const uint32_t *bt = block_tables + (size_t)bt_row[t] * bt_stride;
+		const uint32_t *bts = (const uint32_t *)pb;
+		uint32_t nbs = dsa_minu(bt_stride, DSA_WS_BTS);
 
+		for (uint32_t i = tid - 256; i < nbs; i += 128)
+			dsa_cp4(pb + 4 * i, bt + i, 4);
+		dsa_cp_commit();
 		HAC_PDL();
 		/* The split's positions (all it may hold, -1 past the
 		 * selection) asked for with the selection's count, so the
@@ -3188,7 +3199,10 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 		dsa_split_n(&sp, nsel, topk, tps);
 		nrec = sp.nrec;
 		ntile = sp.ntile;
-		/* Their pages: each thread its own positions' (no barrier). */
+		/* Their pages: each thread its own positions', from the row's
+		 * copy past the barrier that makes all of it visible. */
+		dsa_cp_wait<0>();
+		dsa_bar(3, 128);
 		for (uint32_t jb = tid - 256; jb < nrec; jb += 128 * DSA_WS_PBATCH) {
 			uint32_t pg[DSA_WS_PBATCH], rm[DSA_WS_PBATCH];
 
@@ -3196,10 +3210,10 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 			for (uint32_t k = 0; k < DSA_WS_PBATCH; k++) {
 				uint32_t j = jb + 128 * k;
 				int32_t p = j < nrec ? (int32_t)slots[j] : 0;
-				uint32_t up = p < 0 ? 0 : (uint32_t)p;
+				uint32_t up = p < 0 ? 0 : (uint32_t)p, pi = up / pt;
 
 				rm[k] = up % pt;
-				pg[k] = j < nrec ? __ldg(&bt[up / pt]) : 0;
+				pg[k] = j >= nrec ? 0 : pi < nbs ? bts[pi] : __ldg(&bt[pi]);
 			}
 #pragma unroll
 			for (uint32_t k = 0; k < DSA_WS_PBATCH; k++)
@@ -3594,13 +3608,19 @@ haccel_dsa_mla_h32(DSA_MLA_PARAMS)
 	dsa_mla<2>(DSA_MLA_ARGS);
 }
 
+#define DSA_COMB_ONE 8 /* splits the combine merges from one round of loads */
+
 /*
  * Merge the splits of one (token, head), a block of 128 threads, 4 dims a
  * thread: weights exp(m_s - M) over the splits that saw records (l_s > 0;
  * a split that did has l_s >= 1, or NaN, which then spreads as on the CPU).
- * No split with records (n_sel = 0): zeros. The (m, l) of every split are
- * read at once and the weights kept in shared memory (n_split floats), so
- * the loop over the partial outputs has only independent loads. With
+ * No split with records (n_sel = 0): zeros. Up to DSA_COMB_ONE splits
+ * (batch 16 and more at top-k 2048 on 132 SMs) a thread loads every
+ * split's (m, l) and its 4 dims of every partial at once and merges in
+ * registers; past it the (m, l) of every split are read at once and the
+ * weights kept in shared memory (n_split floats), so the loop over the
+ * partial outputs has only independent loads. The same sums in the same
+ * order either way. With
  * o_bf, the output goes there rounded to bf16 as haccel_to_bf16 rounds
  * (the value projection's input), and o_lat is not written.
  */
@@ -3614,7 +3634,41 @@ HACCEL_K void haccel_dsa_mla_combine(float *o_lat, const float *part, uint32_t T
 	uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const float *ml = part + (size_t)T * n_split * H * 512;
 	float M = -INFINITY, L = 0.0f, acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+	size_t at = ((size_t)t * H + h) * 512 + d;
 
+	if (n_split <= DSA_COMB_ONE) {
+		/* every split's (m, l) and partial asked for at once: one
+		 * round of loads, no barrier (a split without records: its
+		 * partial loaded, never used) */
+		float2 e[DSA_COMB_ONE];
+		float4 p[DSA_COMB_ONE];
+
+#pragma unroll
+		for (uint32_t s = 0; s < DSA_COMB_ONE; s++)
+			if (s < n_split) {
+				size_t i = ((size_t)t * n_split + s) * H + h;
+
+				e[s] = *(const float2 *)(ml + 2 * i);
+				p[s] = *(const float4 *)(part + i * 512 + d);
+			}
+#pragma unroll
+		for (uint32_t s = 0; s < DSA_COMB_ONE; s++)
+			if (s < n_split && e[s].y != 0.0f)
+				M = fmaxf(M, e[s].x);
+#pragma unroll
+		for (uint32_t s = 0; s < DSA_COMB_ONE; s++)
+			if (s < n_split && e[s].y != 0.0f) {
+				float w = expf(e[s].x - M);
+
+				L += w * e[s].y;
+				acc[0] += w * p[s].x;
+				acc[1] += w * p[s].y;
+				acc[2] += w * p[s].z;
+				acc[3] += w * p[s].w;
+			}
+		dsa_mla_put4(o_lat, o_bf, at, acc, L);
+		return;
+	}
 	for (uint32_t s = threadIdx.x; s < n_split; s += blockDim.x) {
 		const float *e = ml + (((size_t)t * n_split + s) * H + h) * 2;
 
@@ -3646,7 +3700,5 @@ HACCEL_K void haccel_dsa_mla_combine(float *o_lat, const float *part, uint32_t T
 		acc[2] += w * p.z;
 		acc[3] += w * p.w;
 	}
-	size_t at = ((size_t)t * H + h) * 512 + d;
-
 	dsa_mla_put4(o_lat, o_bf, at, acc, L);
 }
