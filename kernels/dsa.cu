@@ -3610,6 +3610,22 @@ haccel_dsa_mla_h32(DSA_MLA_PARAMS)
 
 #define DSA_COMB_ONE 8 /* splits the combine merges from one round of loads */
 
+/* The combine's round of splits s0 .. s0 + DSA_COMB_ONE - 1 (those below
+ * n_split): each one's l and this thread's 4 dims of its partial. */
+__device__ __forceinline__ void dsa_comb_load(float *ls, float4 *p, const float *ml,
+					      const float *part, uint32_t t, uint32_t n_split,
+					      uint32_t H, uint32_t h, uint32_t d, uint32_t s0)
+{
+#pragma unroll
+	for (uint32_t k = 0; k < DSA_COMB_ONE; k++)
+		if (s0 + k < n_split) {
+			size_t i = ((size_t)t * n_split + s0 + k) * H + h;
+
+			ls[k] = ml[2 * i + 1];
+			p[k] = *(const float4 *)(part + i * 512 + d);
+		}
+}
+
 /*
  * Merge the splits of one (token, head), a block of 128 threads, 4 dims a
  * thread: weights exp(m_s - M) over the splits that saw records (l_s > 0;
@@ -3618,9 +3634,10 @@ haccel_dsa_mla_h32(DSA_MLA_PARAMS)
  * (batch 16 and more at top-k 2048 on 132 SMs) a thread loads every
  * split's (m, l) and its 4 dims of every partial at once and merges in
  * registers; past it the (m, l) of every split are read at once and the
- * weights kept in shared memory (n_split floats), so the loop over the
- * partial outputs has only independent loads. The same sums in the same
- * order either way. With
+ * weights kept in shared memory (n_split floats), and the partials (with
+ * their l) are loaded DSA_COMB_ONE splits a round, the first round's
+ * while the weights are formed. The same sums in the same order either
+ * way. With
  * o_bf, the output goes there rounded to bf16 as haccel_to_bf16 rounds
  * (the value projection's input), and o_lat is not written.
  */
@@ -3669,6 +3686,12 @@ HACCEL_K void haccel_dsa_mla_combine(float *o_lat, const float *part, uint32_t T
 		dsa_mla_put4(o_lat, o_bf, at, acc, L);
 		return;
 	}
+	/* splits s0 .. s0 + 7's l and partial, each round's loads at once
+	 * (the first round's before the weights, which it does not need) */
+	float ls[DSA_COMB_ONE];
+	float4 p[DSA_COMB_ONE];
+
+	dsa_comb_load(ls, p, ml, part, t, n_split, H, h, d, 0);
 	for (uint32_t s = threadIdx.x; s < n_split; s += blockDim.x) {
 		const float *e = ml + (((size_t)t * n_split + s) * H + h) * 2;
 
@@ -3686,19 +3709,20 @@ HACCEL_K void haccel_dsa_mla_combine(float *o_lat, const float *part, uint32_t T
 		wgt[s] = e[1] != 0.0f ? expf(e[0] - M) : 0.0f;
 	}
 	__syncthreads();
-	for (uint32_t s = 0; s < n_split; s++) {
-		size_t i = ((size_t)t * n_split + s) * H + h;
-		float w = wgt[s], ls = ml[2 * i + 1];
+	for (uint32_t s0 = 0; s0 < n_split; s0 += DSA_COMB_ONE) {
+		if (s0)
+			dsa_comb_load(ls, p, ml, part, t, n_split, H, h, d, s0);
+#pragma unroll
+		for (uint32_t k = 0; k < DSA_COMB_ONE; k++)
+			if (s0 + k < n_split && ls[k] != 0.0f) {
+				float w = wgt[s0 + k];
 
-		if (ls == 0.0f)
-			continue;
-		const float4 p = *(const float4 *)(part + i * 512 + d);
-
-		L += w * ls;
-		acc[0] += w * p.x;
-		acc[1] += w * p.y;
-		acc[2] += w * p.z;
-		acc[3] += w * p.w;
+				L += w * ls[k];
+				acc[0] += w * p[k].x;
+				acc[1] += w * p[k].y;
+				acc[2] += w * p[k].z;
+				acc[3] += w * p[k].w;
+			}
 	}
 	dsa_mla_put4(o_lat, o_bf, at, acc, L);
 }
