@@ -2585,6 +2585,7 @@ haccel_dsa_mla_h16(DSA_MLA_PARAMS)
 #define DSA_WS_MISC 1376        /* shared bytes between the buffers and the slots */
 #define DSA_WS_PBATCH 8         /* positions a copying thread asks for at once */
 #define DSA_WS_BTS 4096         /* block-table entries staged in the P buffers */
+static_assert(DSA_WS_BTS * 4 <= 2 * 8192, "the staged row fits the two P buffers");
 
 __device__ __forceinline__ void dsa_bar(uint32_t id, uint32_t n)
 {
