@@ -3612,8 +3612,8 @@ haccel_dsa_mla_h32(DSA_MLA_PARAMS)
 #define DSA_COMB_ONE 8 /* splits the combine merges from one round of loads */
 
 /* The combine's round of splits s0 .. s0 + DSA_COMB_ONE - 1 (those below
- * n_split): each one's l and this thread's 4 dims of its partial. */
-__device__ __forceinline__ void dsa_comb_load(float *ls, float4 *p, const float *ml,
+ * n_split): each one's (m, l) and this thread's 4 dims of its partial. */
+__device__ __forceinline__ void dsa_comb_load(float2 *e, float4 *p, const float *ml,
 					      const float *part, uint32_t t, uint32_t n_split,
 					      uint32_t H, uint32_t h, uint32_t d, uint32_t s0)
 {
@@ -3622,9 +3622,19 @@ __device__ __forceinline__ void dsa_comb_load(float *ls, float4 *p, const float 
 		if (s0 + k < n_split) {
 			size_t i = ((size_t)t * n_split + s0 + k) * H + h;
 
-			ls[k] = ml[2 * i + 1];
+			e[k] = *(const float2 *)(ml + 2 * i);
 			p[k] = *(const float4 *)(part + i * 512 + d);
 		}
+}
+
+/* L and acc += a split's l and partial, weighted by w. */
+__device__ __forceinline__ void dsa_comb_add(float *L, float *acc, float w, float l, float4 p)
+{
+	*L += w * l;
+	acc[0] += w * p.x;
+	acc[1] += w * p.y;
+	acc[2] += w * p.z;
+	acc[3] += w * p.w;
 }
 
 /*
@@ -3653,51 +3663,32 @@ HACCEL_K void haccel_dsa_mla_combine(float *o_lat, const float *part, uint32_t T
 	const float *ml = part + (size_t)T * n_split * H * 512;
 	float M = -INFINITY, L = 0.0f, acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
 	size_t at = ((size_t)t * H + h) * 512 + d;
+	float2 e[DSA_COMB_ONE];
+	float4 p[DSA_COMB_ONE];
 
+	dsa_comb_load(e, p, ml, part, t, n_split, H, h, d, 0);
 	if (n_split <= DSA_COMB_ONE) {
 		/* every split's (m, l) and partial asked for at once: one
 		 * round of loads, no barrier (a split without records: its
 		 * partial loaded, never used) */
-		float2 e[DSA_COMB_ONE];
-		float4 p[DSA_COMB_ONE];
-
-#pragma unroll
-		for (uint32_t s = 0; s < DSA_COMB_ONE; s++)
-			if (s < n_split) {
-				size_t i = ((size_t)t * n_split + s) * H + h;
-
-				e[s] = *(const float2 *)(ml + 2 * i);
-				p[s] = *(const float4 *)(part + i * 512 + d);
-			}
 #pragma unroll
 		for (uint32_t s = 0; s < DSA_COMB_ONE; s++)
 			if (s < n_split && e[s].y != 0.0f)
 				M = fmaxf(M, e[s].x);
 #pragma unroll
 		for (uint32_t s = 0; s < DSA_COMB_ONE; s++)
-			if (s < n_split && e[s].y != 0.0f) {
-				float w = expf(e[s].x - M);
-
-				L += w * e[s].y;
-				acc[0] += w * p[s].x;
-				acc[1] += w * p[s].y;
-				acc[2] += w * p[s].z;
-				acc[3] += w * p[s].w;
-			}
+			if (s < n_split && e[s].y != 0.0f)
+				dsa_comb_add(&L, acc, expf(e[s].x - M), e[s].y, p[s]);
 		dsa_mla_put4(o_lat, o_bf, at, acc, L);
 		return;
 	}
-	/* splits s0 .. s0 + 7's l and partial, each round's loads at once
-	 * (the first round's before the weights, which it does not need) */
-	float ls[DSA_COMB_ONE];
-	float4 p[DSA_COMB_ONE];
-
-	dsa_comb_load(ls, p, ml, part, t, n_split, H, h, d, 0);
+	/* past it, rounds of DSA_COMB_ONE splits, each round's loads at
+	 * once (the first round's, above, before the weights) */
 	for (uint32_t s = threadIdx.x; s < n_split; s += blockDim.x) {
-		const float *e = ml + (((size_t)t * n_split + s) * H + h) * 2;
+		const float *em = ml + (((size_t)t * n_split + s) * H + h) * 2;
 
-		if (e[1] != 0.0f)
-			M = fmaxf(M, e[0]);
+		if (em[1] != 0.0f)
+			M = fmaxf(M, em[0]);
 	}
 	M = warp_max(M);
 	if (lane == 0)
@@ -3705,25 +3696,18 @@ HACCEL_K void haccel_dsa_mla_combine(float *o_lat, const float *part, uint32_t T
 	__syncthreads();
 	M = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
 	for (uint32_t s = threadIdx.x; s < n_split; s += blockDim.x) {
-		const float *e = ml + (((size_t)t * n_split + s) * H + h) * 2;
+		const float *em = ml + (((size_t)t * n_split + s) * H + h) * 2;
 
-		wgt[s] = e[1] != 0.0f ? expf(e[0] - M) : 0.0f;
+		wgt[s] = em[1] != 0.0f ? expf(em[0] - M) : 0.0f;
 	}
 	__syncthreads();
 	for (uint32_t s0 = 0; s0 < n_split; s0 += DSA_COMB_ONE) {
 		if (s0)
-			dsa_comb_load(ls, p, ml, part, t, n_split, H, h, d, s0);
+			dsa_comb_load(e, p, ml, part, t, n_split, H, h, d, s0);
 #pragma unroll
 		for (uint32_t k = 0; k < DSA_COMB_ONE; k++)
-			if (s0 + k < n_split && ls[k] != 0.0f) {
-				float w = wgt[s0 + k];
-
-				L += w * ls[k];
-				acc[0] += w * p[k].x;
-				acc[1] += w * p[k].y;
-				acc[2] += w * p[k].z;
-				acc[3] += w * p[k].w;
-			}
+			if (s0 + k < n_split && e[k].y != 0.0f)
+				dsa_comb_add(&L, acc, wgt[s0 + k], e[k].y, p[k]);
 	}
 	dsa_mla_put4(o_lat, o_bf, at, acc, L);
 }

@@ -1169,7 +1169,7 @@ static void test_indexer_batch(void)
 struct mla_cfg {
 	uint32_t H, dr, T, topk, P;
 	float scale;
-	uint32_t len0, len1; /* the two sequences' tokens (0: 3000 and 2100) */
+	uint32_t len0, len1; /* the two sequences' tokens */
 };
 
 /*
@@ -1423,7 +1423,7 @@ static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c, const int 
 	struct mla_ref ref;
 	bool bound = false;
 
-	paged_init(&pg, c->P, c->len0 ? c->len0 : 3000, c->len1 ? c->len1 : 2100);
+	paged_init(&pg, c->P, c->len0, c->len1);
 	size_t rb = (size_t)pg.n_pages * pg.P * rec;
 	uint8_t *region = xmalloc(rb);
 	memset(region, 0x5a, rb);
@@ -1513,34 +1513,34 @@ static void test_sparse_mla(void)
 {
 	struct haccel__gpu *g = gpu_open();
 	static const struct mla_cfg cfg[] = {
-		{ 1, 64, 3, 64, 16, 0.0416667f, 0, 0 },
-		{ 16, 64, 4, 256, 64, 0.0721688f, 0, 0 },
-		{ 64, 64, 3, 2048, 64, 0.0416667f, 0, 0 },
-		{ 40, 0, 3, 128, 5, 0.25f, 0, 0 },
-		{ 16, 64, 40, 64, 16, 0.0721688f, 0, 0 },
-		{ 128, 64, 3, 512, 64, 0.0416667f, 0, 0 },
-		{ 20, 32, 5, 1000, 7, 0.1f, 0, 0 },
+		{ 1, 64, 3, 64, 16, 0.0416667f, 3000, 2100 },
+		{ 16, 64, 4, 256, 64, 0.0721688f, 3000, 2100 },
+		{ 64, 64, 3, 2048, 64, 0.0416667f, 3000, 2100 },
+		{ 40, 0, 3, 128, 5, 0.25f, 3000, 2100 },
+		{ 16, 64, 40, 64, 16, 0.0721688f, 3000, 2100 },
+		{ 128, 64, 3, 512, 64, 0.0416667f, 3000, 2100 },
+		{ 20, 32, 5, 1000, 7, 0.1f, 3000, 2100 },
 		/* 16-head kernels, many tiles a split (3 splits of 10-11
 		 * tiles; 2 of 12 with dr = 0): their record buffers (three,
 		 * four) rotate several times */
-		{ 16, 64, 40, 2048, 64, 0.0721688f, 0, 0 },
-		{ 8, 0, 66, 1500, 16, 0.25f, 0, 0 },
+		{ 16, 64, 40, 2048, 64, 0.0721688f, 3000, 2100 },
+		{ 8, 0, 66, 1500, 16, 0.25f, 3000, 2100 },
 		/* 16-head kernels with rope parts of 3 and 1 k-steps (the
 		 * mma kernel's two warpgroups take the rope's k-steps in
 		 * turn, zeros past dr), odd page sizes */
-		{ 16, 48, 6, 700, 7, 0.1f, 0, 0 },
-		{ 4, 16, 5, 300, 3, 0.2f, 0, 0 },
+		{ 16, 48, 6, 700, 7, 0.1f, 3000, 2100 },
+		{ 4, 16, 5, 300, 3, 0.2f, 3000, 2100 },
 		/* 16-head kernels, one split of 32 tiles (the largest slot
 		 * list and shared memory) and splits of one tile */
-		{ 16, 64, 140, 2048, 64, 0.0721688f, 0, 0 },
-		{ 16, 64, 2, 2048, 64, 0.0721688f, 0, 0 },
+		{ 16, 64, 140, 2048, 64, 0.0721688f, 3000, 2100 },
+		{ 16, 64, 2, 2048, 64, 0.0721688f, 3000, 2100 },
 		/* the ws kernel at 8, 4 and 2 splits (T = 16, 32, 64 on 132
 		 * SMs): merged in clusters where they all fit at once (on an
 		 * H200 only the 2), else by the combine kernel; fewer than
 		 * 16 heads */
-		{ 16, 64, 16, 2048, 64, 0.0721688f, 0, 0 },
-		{ 8, 64, 32, 2048, 64, 0.0721688f, 0, 0 },
-		{ 16, 64, 64, 2048, 64, 0.0721688f, 0, 0 },
+		{ 16, 64, 16, 2048, 64, 0.0721688f, 3000, 2100 },
+		{ 8, 64, 32, 2048, 64, 0.0721688f, 3000, 2100 },
+		{ 16, 64, 64, 2048, 64, 0.0721688f, 3000, 2100 },
 		/* block-table rows longer than the ws kernel stages in shared
 		 * memory (DSA_WS_BTS, 4096 pages), a token a page: the
 		 * selection's pages found there and past it in global memory */

@@ -76,13 +76,29 @@ static void write_mixed(const char *path, int with_sums, int corrupt)
 
 static struct haccel_load_stats st;
 
-/* Load w with flags into a fresh destination; returns the status. */
+/* Load w with flags into dest (its dest_bytes); returns the status. */
+static int load_to(struct haccel_weights *w, uint32_t flags, uint32_t qd, uint32_t chunk,
+		   uint8_t *dest, uint64_t dest_bytes)
+{
+	struct haccel_load_params p;
+	struct haccel_host_sink sink;
+
+	haccel_load_params_init(&p);
+	p.flags = flags;
+	p.queue_depth = qd;
+	p.chunk_bytes = chunk;
+	p.threads = 3;
+	haccel_host_sink_init(&sink, dest, dest_bytes);
+	memset(&st, 0, sizeof(st));
+	return haccel_load(w, &p, &sink.sink, &st);
+}
+
+/* Load w with flags into a fresh destination, filled with 0xcc first;
+ * returns the status. */
 static int load_into(struct haccel_weights *w, uint32_t flags, uint32_t qd,
 		     uint32_t chunk, uint8_t **dest_out)
 {
 	struct haccel_weights_info info;
-	struct haccel_load_params p;
-	struct haccel_host_sink sink;
 	uint8_t *dest;
 	int ret;
 
@@ -90,14 +106,7 @@ static int load_into(struct haccel_weights *w, uint32_t flags, uint32_t qd,
 	dest = malloc(info.dest_bytes + 1);
 	KTAP_ASSERT(dest != NULL);
 	memset(dest, 0xcc, info.dest_bytes + 1);
-	haccel_load_params_init(&p);
-	p.flags = flags;
-	p.queue_depth = qd;
-	p.chunk_bytes = chunk;
-	p.threads = 3;
-	haccel_host_sink_init(&sink, dest, info.dest_bytes);
-	memset(&st, 0, sizeof(st));
-	ret = haccel_load(w, &p, &sink.sink, &st);
+	ret = load_to(w, flags, qd, chunk, dest, info.dest_bytes);
 	if (dest_out)
 		*dest_out = dest;
 	else
@@ -188,16 +197,11 @@ static void t_uring_fresh_dest(void)
 	w = ST_OPEN(ctx, path);
 	haccel_weights_info(w, &info);
 	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
-		struct haccel_load_params p;
-		struct haccel_host_sink sink;
 		uint8_t *dest = malloc(info.dest_bytes);
 
 		KTAP_ASSERT(dest != NULL);
-		haccel_load_params_init(&p);
-		p.flags = modes[m] | HACCEL_LOAD_VERIFY;
-		haccel_host_sink_init(&sink, dest, info.dest_bytes);
-		memset(&st, 0, sizeof(st));
-		KTAP_ASSERT_EQ(haccel_load(w, &p, &sink.sink, &st), 0);
+		KTAP_ASSERT_EQ(load_to(w, modes[m] | HACCEL_LOAD_VERIFY, 32, 4u << 20, dest,
+				       info.dest_bytes), 0);
 		KTAP_EXPECT_EQ(st.io_path, HACCEL_IO_URING);
 		KTAP_EXPECT_EQ(st.tensors_verified, N_MIXED);
 		st_expect_tensors(w, dest, m ? "fresh direct" : "fresh buffered");
