@@ -1033,37 +1033,226 @@ static void gemm_lt_check(struct haccel__gpu *g, void *stream, const struct hacc
 	KTAP_EXPECT(gpu_close_enough(what, got, want, (size_t)op->M * op->N, 0.0, 0.0));
 }
 
+/*
+ * More shapes than the table holds (one a width N; 17 rows, on shapes of
+ * 20): the least recently used make room, and an evicted shape made
+ * again gives the same results.
+ */
 static void test_gemm_shape_cache(void)
 {
 	struct haccel__gpu *g = gpu_open();
-	const uint32_t n = HACCEL__GEMM_MAX_SHAPES + 40, N = 16, K = 16;
-	float *x = int_vals((size_t)n * K, -2, 2), *w = int_vals((size_t)N * K, -2, 2);
-	float *got = malloc((size_t)n * N * 4), *want = malloc((size_t)n * N * 4);
-	uint16_t *xb = to_bf16(x, (size_t)n * K), *wb = to_bf16(w, (size_t)N * K);
-	haccel__dptr dx = gpu_up(xb, (size_t)n * K * 2), dw = gpu_up(wb, (size_t)N * K * 2);
-	haccel__dptr dy = gpu_alloc((size_t)n * N * 4);
+	const uint32_t n = HACCEL__GEMM_MAX_SHAPES + 40, M = 17, K = 16;
+	float *x = int_vals((size_t)M * K, -2, 2), *w = int_vals((size_t)n * K, -2, 2);
+	float *got = malloc((size_t)M * n * 4), *want = malloc((size_t)M * n * 4);
+	uint16_t *xb = to_bf16(x, (size_t)M * K), *wb = to_bf16(w, (size_t)n * K);
+	haccel__dptr dx = gpu_up(xb, (size_t)M * K * 2), dw = gpu_up(wb, (size_t)n * K * 2);
+	haccel__dptr dy = gpu_alloc((size_t)M * n * 4);
 	struct haccel__gemm op = {
-		.N = N, .K = K, .A = dx, .B = dw, .C = dy, .lda = K, .ldb = K, .ldc = N,
-		.batch = 1, .trans_b = 1,
+		.M = M, .K = K, .A = dx, .B = dw, .C = dy, .lda = K, .ldb = K, .batch = 1,
+		.trans_b = 1,
 	};
+	struct haccel__blas_counts bc;
 
 	KTAP_ASSERT(got && want);
-	for (uint32_t m = 1; m <= n; m++) {
-		op.M = m;
-		if (m % 64 == 1 || m == n) {
+	for (uint32_t N = 1; N <= n; N++) {
+		op.N = N;
+		op.ldc = N;
+		if (N % 64 == 1 || N == n) {
 			char what[64];
 
-			snprintf(what, sizeof(what), "cuBLASLt shape %u of %u", m, n);
+			snprintf(what, sizeof(what), "cuBLASLt shape %u of %u", N, n);
 			gemm_lt_check(g, NULL, &op, x, w, NULL, got, want, what);
 		} else {
 			KTAP_ASSERT_EQ(haccel__gemm_lt(g, NULL, &op), 0);
 		}
 	}
-	op.M = 1;
+	haccel__blas_counts(g, &bc);
+	KTAP_EXPECT_EQ(bc.shapes, HACCEL__GEMM_MAX_SHAPES);
+	KTAP_EXPECT_EQ(bc.evicted, 40);
+	op.N = op.ldc = 1;
 	gemm_lt_check(g, NULL, &op, x, w, NULL, got, want, "cuBLASLt shape 1 again (evicted)");
-	op.M = n;
+	op.N = op.ldc = n;
 	gemm_lt_check(g, NULL, &op, x, w, NULL, got, want, "cuBLASLt last shape again");
 	free(x), free(w), free(got), free(want), free(xb), free(wb);
+	gpu_close();
+}
+
+/* haccel__gemm_rows (no GPU): every decode bucket and M <= 16 exact; else
+ * the next of four sizes an octave, M itself where that passes 2^31 - 1. */
+static void test_gemm_rows(void)
+{
+	static const uint32_t pairs[][2] = {
+		{ 1, 1 }, { 16, 16 }, { 17, 20 }, { 20, 20 }, { 21, 24 }, { 33, 40 },
+		{ 256, 256 }, { 257, 320 }, { 1100, 1280 }, { 2000, 2048 }, { 2048, 2048 },
+		{ 2049, 2560 }, { 0x60000001u, 0x70000000u }, { 0x70000001u, 0x70000001u },
+		{ 0x80000000u, 0x80000000u }, { 0x80000001u, 0x80000001u },
+		{ 0xffffffffu, 0xffffffffu },
+	};
+	uint32_t last = 0, sizes = 0;
+
+	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
+		KTAP_EXPECT_EQ(haccel__gemm_rows(pairs[i][0]), pairs[i][1]);
+	for (uint32_t M = 1; M <= 1u << 20; M++) {
+		uint32_t r = haccel__gemm_rows(M), p = 1u << (31 - __builtin_clz(M));
+		bool ok = r >= M && r <= 2 * p && r >= last && (r - p) % (p >= 16 ? p / 4 : 1) == 0;
+
+		if (!ok) {
+			ktap_diag("M %u: %u after %u", M, r, last);
+			KTAP_EXPECT(ok);
+			break;
+		}
+		if (M <= 16 || M == p)
+			KTAP_EXPECT_EQ(r, M);
+		sizes += r != last;
+		last = r;
+	}
+	/* 16 sizes up to 16, then 4 an octave to 2^20 */
+	KTAP_EXPECT_EQ(sizes, 16 + 4 * 16);
+}
+
+/*
+ * One cuBLASLt GEMM of M rows into C (n rows, NaN bytes before the call):
+ * whether its rows equal want's (small integers: exact) and C past them
+ * still holds the NaN bytes.
+ */
+static bool rows_run(struct haccel__gpu *g, struct haccel__gemm *op, uint32_t M, uint32_t n,
+		     float *got, const float *want, const uint8_t *nan, const char *what)
+{
+	size_t cb = (size_t)n * op->N * 4, i;
+
+	KTAP_ASSERT(g->cu->MemcpyHtoDAsync(op->C, nan, cb, g->stream) == 0);
+	op->M = M;
+	KTAP_ASSERT_EQ(haccel__gemm_lt(g, NULL, op), 0);
+	gpu_down(got, op->C, cb);
+	for (i = 0; i < (size_t)M * op->N && got[i] == want[i]; i++)
+		;
+	if (i < (size_t)M * op->N) {
+		ktap_diag("%s, %u rows (shape of %u): element %zu is %g, not %g", what, M,
+			  haccel__gemm_rows(M), i, (double)got[i], (double)want[i]);
+		return false;
+	}
+	if (memcmp(got + (size_t)M * op->N, nan, cb - (size_t)M * op->N * 4)) {
+		ktap_diag("%s, %u rows: C written past its rows", what, M);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Every row count 1..1064 through the rounded shapes, B stored [N][K]:
+ * each result exact (small integers) in its own M rows, C past them
+ * untouched, one shape for each rounded size, more only for row counts a
+ * shape's algorithm did not serve (each then has a shape of its own).
+ * Then: HACCEL_GEMM_ROWS=exact (a shape a row count, the same results);
+ * refusals forced (g->gemm_rows_refuse: each row count off the rounded
+ * sizes gets a shape of its own, found first when it comes again); a bias
+ * and accumulation on a shared shape; B stored [K][N] (trans_b 0).
+ */
+static void test_gemm_rows_shared(void)
+{
+	struct haccel__gpu *g = gpu_open();
+	const uint32_t n = 1064, N = 48, K = 64;
+	float *x = int_vals((size_t)n * K, -2, 2), *w = int_vals((size_t)N * K, -2, 2);
+	float *bias = int_vals(N, -3, 3), *got = malloc((size_t)n * N * 4);
+	float *want = malloc((size_t)n * N * 4), *want2 = malloc((size_t)n * N * 4);
+	float *wt = malloc((size_t)N * K * 4);
+	uint8_t *nan = malloc((size_t)n * N * 4);
+	uint16_t *xb = to_bf16(x, (size_t)n * K), *wb = to_bf16(w, (size_t)N * K), *wtb;
+	haccel__dptr dx = gpu_up(xb, (size_t)n * K * 2), dw = gpu_up(wb, (size_t)N * K * 2);
+	haccel__dptr db = gpu_up(bias, N * 4), dy = gpu_alloc((size_t)n * N * 4), dwt;
+	struct haccel__gemm op = {
+		.N = N, .K = K, .A = dx, .B = dw, .C = dy, .lda = K, .ldb = K, .ldc = N,
+		.batch = 1, .trans_b = 1,
+	};
+	struct haccel__blas_counts bc, bc0;
+	uint32_t sizes = 0, last = 0, runs = 0;
+	bool ok = true;
+
+	KTAP_ASSERT(got && want && want2 && wt && nan);
+	memset(nan, 0xff, (size_t)n * N * 4);
+	haccel__cpu_matmul(want, x, w, NULL, n, N, K);
+	for (uint32_t M = 1; M <= n && ok; M++) {
+		uint32_t r = haccel__gemm_rows(M);
+
+		ok = rows_run(g, &op, M, n, got, want, nan, "rounded");
+		sizes += r != last;
+		last = r;
+	}
+	KTAP_EXPECT(ok);
+	haccel__blas_counts(g, &bc);
+	ktap_diag("rows 1..%u: %u cuBLASLt shapes, %u for one row count, %llu refused", n,
+		  bc.shapes, bc.exact, (unsigned long long)bc.refused);
+	KTAP_EXPECT_EQ(sizes, 41);
+	KTAP_EXPECT_EQ(bc.shapes, sizes + bc.exact);
+	KTAP_EXPECT_EQ(bc.exact, bc.refused);
+
+	/* HACCEL_GEMM_ROWS=exact: a few row counts of each kind */
+	g->gemm_rows_exact = true;
+	for (uint32_t M = 1; M <= n && ok; M++)
+		if (M <= 20 || M % 97 == 0 || M == n) {
+			ok = rows_run(g, &op, M, n, got, want, nan, "exact");
+			runs++;
+		}
+	g->gemm_rows_exact = false;
+	KTAP_EXPECT(ok);
+	bc0 = bc;
+	haccel__blas_counts(g, &bc);
+	KTAP_EXPECT_EQ(bc.exact, bc0.exact + runs);
+	KTAP_EXPECT_EQ(bc.shapes, bc0.shapes + runs);
+
+	/* refusals forced: rows off the rounded sizes with no shape of their
+	 * own yet (the last one again: found first) */
+	static const uint32_t refuse[] = { 21, 333, 1037, 21 };
+
+	g->gemm_rows_refuse = true;
+	bc0 = bc;
+	for (size_t i = 0; i < sizeof(refuse) / sizeof(refuse[0]) && ok; i++)
+		ok = rows_run(g, &op, refuse[i], n, got, want, nan, "refused");
+	g->gemm_rows_refuse = false;
+	KTAP_EXPECT(ok);
+	haccel__blas_counts(g, &bc);
+	KTAP_EXPECT_EQ(bc.refused, bc0.refused + 3);
+	KTAP_EXPECT_EQ(bc.exact, bc0.exact + 3);
+	/* and found first after: no check, no new shape */
+	KTAP_EXPECT(rows_run(g, &op, 333, n, got, want, nan, "refused before"));
+	bc0 = bc;
+	haccel__blas_counts(g, &bc);
+	KTAP_EXPECT_EQ(bc.shapes, bc0.shapes);
+
+	/* the bias epilogue, then accumulation, on a shared shape (1000 ->
+	 * 1024: not refused above) */
+	op.bias = db;
+	for (size_t i = 0; i < (size_t)n * N; i++)
+		want2[i] = want[i] + bias[i % N];
+	KTAP_EXPECT(rows_run(g, &op, 1000, n, got, want2, nan, "bias"));
+	op.bias = 0;
+	op.accumulate = 1;
+	for (size_t i = 0; i < (size_t)n * N; i++)
+		want2[i] = 2 * want[i] + bias[i % N];
+	KTAP_ASSERT_EQ(g->cu->MemcpyHtoDAsync(dy, got, (size_t)n * N * 4, g->stream), 0);
+	op.M = 1000;
+	KTAP_ASSERT_EQ(haccel__gemm_lt(g, NULL, &op), 0);
+	gpu_down(got, dy, (size_t)n * N * 4);
+	for (size_t i = 0; i < (size_t)1000 * N && ok; i++)
+		ok = got[i] == want2[i];
+	KTAP_EXPECT(ok);
+	KTAP_EXPECT(!memcmp(got + (size_t)1000 * N, nan, (size_t)(n - 1000) * N * 4));
+	op.accumulate = 0;
+
+	/* B stored [K][N] */
+	for (uint32_t i = 0; i < N; i++)
+		for (uint32_t k = 0; k < K; k++)
+			wt[(size_t)k * N + i] = w[(size_t)i * K + k];
+	wtb = to_bf16(wt, (size_t)N * K);
+	dwt = gpu_up(wtb, (size_t)N * K * 2);
+	op.B = dwt;
+	op.ldb = N;
+	op.trans_b = 0;
+	for (uint32_t M = 1; M <= 300 && ok; M++)
+		ok = rows_run(g, &op, M, n, got, want, nan, "B stored [K][N]");
+	KTAP_EXPECT(ok);
+	free(x), free(w), free(bias), free(got), free(want), free(want2), free(wt), free(nan);
+	free(xb), free(wb), free(wtb);
 	gpu_close();
 }
 
@@ -1144,6 +1333,8 @@ static const struct ktap_case cases[] = {
 	KTAP_CASE(test_gemm_few),
 	KTAP_CASE(test_gemm_group),
 	KTAP_CASE(test_gemm_shape_cache),
+	KTAP_CASE(test_gemm_rows),
+	KTAP_CASE(test_gemm_rows_shared),
 	KTAP_CASE(test_gemm_bias_threads),
 	KTAP_CASE(test_norms),
 	KTAP_CASE(test_embed_swiglu),

@@ -25,6 +25,7 @@
 #define LT_DESC_BIAS_POINTER 8
 #define LT_EPILOGUE_DEFAULT 1
 #define LT_EPILOGUE_BIAS 4
+#define LT_LAYOUT_COLS 3
 #define LT_LAYOUT_BATCH_COUNT 5
 #define LT_LAYOUT_STRIDED_BATCH_OFFSET 6
 #define LT_PREF_MAX_WORKSPACE_BYTES 1
@@ -39,13 +40,19 @@ struct lt_heuristic {             /* cublasLtMatmulHeuristicResult_t */
 
 #define WORKSPACE_BYTES (32u << 20)
 /* A decode bucket uses about 22 shapes (batched, accumulating and plain
- * GEMMs), and so does each prefill chunk of a length not seen before: a
- * server's prompts keep adding them, so past MAX_SHAPES the least
- * recently used one makes room. */
+ * GEMMs), and so does each size of rows a prefill chunk rounds to
+ * (haccel__gemm_rows: four an octave), and each row count the rounded
+ * shape's algorithm does not serve; past MAX_SHAPES the least recently
+ * used one makes room. */
 #define MAX_SHAPES HACCEL__GEMM_MAX_SHAPES
 
 struct shape {
-	struct haccel__gemm key;  /* pointers zeroed */
+	struct haccel__gemm key;  /* the first call's (its pointers unused); M the rows
+				   * it was made for */
+	bool exact;               /* for its M alone (HACCEL_GEMM_ROWS=exact, a batch
+				   * layout that cannot share, or rows its rounded
+				   * shape's algorithm refused) */
+	uint64_t cols;            /* the rows its layouts hold now */
 	void *desc, *la, *lb, *lc;
 	uint64_t algo[8];
 	uint64_t used;            /* the blas tick of its last call */
@@ -78,6 +85,8 @@ struct haccel__blas {
 	int (*PrefSet)(void *p, int attr, const void *buf, size_t n);
 	int (*Heuristic)(void *h, void *desc, void *a, void *b, void *c, void *d, void *pref,
 			 int n, struct lt_heuristic *out, int *got);
+	int (*AlgoCheck)(void *h, void *desc, void *a, void *b, void *c, void *d,
+			 const void *algo, struct lt_heuristic *out);
 	int (*Matmul)(void *h, void *desc, const void *alpha, uint64_t A, void *la, uint64_t B,
 		      void *lb, const void *beta, uint64_t C, void *lc, uint64_t D, void *ld,
 		      const void *algo, uint64_t ws, size_t ws_bytes, void *stream);
@@ -85,6 +94,7 @@ struct haccel__blas {
 	uint32_t n_shapes;
 	uint64_t tick;            /* calls so far, for the least recently used */
 	uint64_t evicted;         /* shapes dropped to make room */
+	uint64_t refused;         /* row counts a rounded shape's algorithm refused */
 };
 
 static const char *const lib_names[] = {
@@ -139,6 +149,7 @@ static int blas_load(struct haccel__gpu *g)
 	SYM(PrefDestroy, "cublasLtMatmulPreferenceDestroy");
 	SYM(PrefSet, "cublasLtMatmulPreferenceSetAttribute");
 	SYM(Heuristic, "cublasLtMatmulAlgoGetHeuristic");
+	SYM(AlgoCheck, "cublasLtMatmulAlgoCheck");
 	SYM(Matmul, "cublasLtMatmul");
 #undef SYM
 	pthread_mutex_init(&b->lock, NULL);
@@ -230,6 +241,7 @@ static int shape_make(struct haccel__gpu *g, const struct haccel__gemm *k, struc
 
 	memset(s, 0, sizeof(*s));
 	s->key = *k;
+	s->cols = k->M;
 	if ((st = b->DescCreate(&s->desc, LT_COMPUTE_32F, LT_R_32F)) ||
 	    (st = b->DescSet(s->desc, LT_DESC_TRANSA, &ta, sizeof(ta))) ||
 	    (st = b->DescSet(s->desc, LT_DESC_TRANSB, &tb, sizeof(tb))) ||
@@ -264,6 +276,20 @@ static int shape_make(struct haccel__gpu *g, const struct haccel__gemm *k, struc
 	return 0;
 }
 
+uint32_t haccel__gemm_rows(uint32_t M)
+{
+	uint32_t p, q;
+	uint64_t r;
+
+	if (M <= 16)
+		return M;
+	p = 1u << (31 - __builtin_clz(M));
+	q = p / 4;
+	r = ((uint64_t)M + q - 1) / q * q;
+	/* (cuBLASLt's layouts take rows an int32_t holds) */
+	return r > INT32_MAX ? M : (uint32_t)r;
+}
+
 static int same_shape(const struct haccel__gemm *a, const struct haccel__gemm *b)
 {
 	return a->M == b->M && a->N == b->N && a->K == b->K && a->lda == b->lda &&
@@ -272,6 +298,160 @@ static int same_shape(const struct haccel__gemm *a, const struct haccel__gemm *b
 	       (a->batch > 1 ? a->batch : 1) == (b->batch > 1 ? b->batch : 1) &&
 	       a->trans_b == b->trans_b && !a->bias == !b->bias && !a->accumulate == !b->accumulate &&
 	       !a->c_bf16 == !b->c_bf16;
+}
+
+static struct shape *shape_find(struct haccel__blas *b, const struct haccel__gemm *k, bool exact)
+{
+	for (uint32_t i = 0; i < b->n_shapes; i++)
+		if (b->shapes[i].exact == exact && same_shape(&b->shapes[i].key, k))
+			return &b->shapes[i];
+	return NULL;
+}
+
+/* A new shape for k (for its M rows, exact or rounded) in *out, the least
+ * recently used one making room in a full table (which moves the last
+ * shape: pointers into the table from before the call are stale). */
+static int shape_add(struct haccel__gpu *g, struct haccel__blas *b, const struct haccel__gemm *k,
+		     bool exact, struct shape **out)
+{
+	uint32_t slot = b->n_shapes;
+	int ret;
+
+	if (slot == MAX_SHAPES) {
+		slot = 0;
+		for (uint32_t i = 1; i < b->n_shapes; i++)
+			if (b->shapes[i].used < b->shapes[slot].used)
+				slot = i;
+		shape_drop(b, &b->shapes[slot]);
+		if (!b->evicted++)
+			haccel__info(g->ctx,
+				     "cublasLt: %d GEMM shapes cached: the least recently used make room from now on",
+				     MAX_SHAPES);
+		/* The table stays dense: the last shape fills the hole until
+		 * the new one takes it. */
+		b->shapes[slot] = b->shapes[--b->n_shapes];
+		slot = b->n_shapes;
+	}
+	ret = shape_make(g, k, &b->shapes[slot]);
+	if (ret) {
+		shape_drop(b, &b->shapes[slot]);
+		return ret;
+	}
+	b->shapes[slot].exact = exact;
+	*out = &b->shapes[b->n_shapes++];
+	return 0;
+}
+
+/* The shape's layouts set to M rows (cuBLASLt's columns of its B and C). */
+static int shape_cols(struct haccel__gpu *g, struct haccel__blas *b, struct shape *s, uint32_t M)
+{
+	uint64_t cols = M;
+	int st;
+
+	if (s->cols == cols)
+		return 0;
+	if ((st = b->LayoutSet(s->lb, LT_LAYOUT_COLS, &cols, sizeof(cols))) != 0 ||
+	    (st = b->LayoutSet(s->lc, LT_LAYOUT_COLS, &cols, sizeof(cols))) != 0) {
+		/* half set: the next call sets both again */
+		s->cols = 0;
+		return lt_fail(g, st, "matrix layout rows");
+	}
+	s->cols = cols;
+	return 0;
+}
+
+/*
+ * Whether a GEMM may share the shape made for R rows (R >= its M): one
+ * that is not batched, or a batched one whose batches' rows of A and C
+ * are interleaved with each other's (a stride below the row pitch: the
+ * heads of one token's row) or lie R rows or more apart (A: or shared,
+ * stride 0), so that the layouts at R rows, which the heuristic sees, do
+ * not overlap where op's do not.
+ */
+static bool rows_shareable(const struct haccel__gemm *op, uint32_t R)
+{
+	if (op->batch <= 1)
+		return true;
+	return op->stride_a >= 0 && op->stride_c >= 0 &&
+	       (op->stride_a == 0 || op->stride_a < op->lda ||
+		op->stride_a >= (int64_t)R * op->lda) &&
+	       (op->stride_c < op->ldc || op->stride_c >= (int64_t)R * op->ldc);
+}
+
+/* Whether the shape's algorithm serves the rows its layouts now hold
+ * (g->gemm_rows_refuse: a test's way to make it refuse). */
+static bool algo_serves(struct haccel__gpu *g, struct haccel__blas *b, const struct shape *s)
+{
+	struct lt_heuristic h;
+
+	return !g->gemm_rows_refuse &&
+	       !b->AlgoCheck(b->handle, s->desc, s->la, s->lb, s->lc, s->lc, s->algo, &h) &&
+	       h.workspace <= WORKSPACE_BYTES;
+}
+
+/*
+ * The shape for op, its layouts set to op's rows: a GEMM shares the shape
+ * made for its rows rounded up (haccel__gemm_rows; where rows_shareable),
+ * with that shape's algorithm where cuBLASLt says it serves op's rows
+ * (cublasLtMatmulAlgoCheck, within the workspace), else with a shape made
+ * for op's rows alone, which later calls of those rows find first; so a
+ * row count always runs the same algorithm. HACCEL_GEMM_ROWS=exact gives
+ * every row count a shape of its own.
+ */
+static int shape_for(struct haccel__gpu *g, struct haccel__blas *b, const struct haccel__gemm *op,
+		     struct shape **out)
+{
+	struct haccel__gemm key = *op;
+	uint32_t R = haccel__gemm_rows(op->M);
+	bool exact = g->gemm_rows_exact || !rows_shareable(op, R);
+	struct shape *s = NULL;
+	int ret = 0;
+
+	if (!exact) {
+		key.M = R;
+		/* rows the shared shape's algorithm refused before */
+		if (R != op->M)
+			s = shape_find(b, op, true);
+	}
+	if (!s && !(s = shape_find(b, &key, exact)))
+		ret = shape_add(g, b, &key, exact, &s);
+	if (!ret)
+		s->used = ++b->tick;
+	/* (an exact shape's layouts always hold its rows) */
+	if (ret || s->exact) {
+		*out = s;
+		return ret;
+	}
+	ret = shape_cols(g, b, s, op->M);
+	if (ret || R == op->M || algo_serves(g, b, s)) {
+		*out = s;
+		return ret;
+	}
+	if (!b->refused++)
+		haccel__info(g->ctx,
+			     "cublasLt: the algorithm for %u rows does not serve %u: a shape of their own",
+			     R, op->M);
+	ret = shape_add(g, b, op, true, &s);
+	if (!ret)
+		s->used = ++b->tick;
+	*out = s;
+	return ret;
+}
+
+void haccel__blas_counts(struct haccel__gpu *g, struct haccel__blas_counts *c)
+{
+	struct haccel__blas *b = __atomic_load_n(&g->blas, __ATOMIC_ACQUIRE);
+
+	memset(c, 0, sizeof(*c));
+	if (!b)
+		return;
+	pthread_mutex_lock(&b->lock);
+	c->shapes = b->n_shapes;
+	for (uint32_t i = 0; i < b->n_shapes; i++)
+		c->exact += b->shapes[i].exact;
+	c->evicted = b->evicted;
+	c->refused = b->refused;
+	pthread_mutex_unlock(&b->lock);
 }
 
 /* The layouts the few-row kernels read (blas.h), whatever M. */
@@ -482,39 +662,10 @@ static int gemm_lt(struct haccel__gpu *g, void *stream, const struct haccel__gem
 			return ret;
 	}
 	/* Held through the call: the shape's descriptor takes this call's
-	 * bias pointer, and eviction may destroy a shape's descriptors. */
+	 * bias pointer and its layouts the call's rows, and eviction may
+	 * destroy a shape's descriptors. */
 	pthread_mutex_lock(&b->lock);
-	for (uint32_t i = 0; !ret && i < b->n_shapes; i++)
-		if (same_shape(&b->shapes[i].key, op)) {
-			s = &b->shapes[i];
-			break;
-		}
-	if (!ret && !s) {
-		uint32_t slot = b->n_shapes;
-
-		if (slot == MAX_SHAPES) {
-			slot = 0;
-			for (uint32_t i = 1; i < b->n_shapes; i++)
-				if (b->shapes[i].used < b->shapes[slot].used)
-					slot = i;
-			shape_drop(b, &b->shapes[slot]);
-			if (!b->evicted++)
-				haccel__info(g->ctx,
-					     "cublasLt: %d GEMM shapes cached: the least recently used make room from now on",
-					     MAX_SHAPES);
-			/* The table stays dense: the last shape fills the hole
-			 * until the new one takes it. */
-			b->shapes[slot] = b->shapes[--b->n_shapes];
-			slot = b->n_shapes;
-		}
-		ret = shape_make(g, op, &b->shapes[slot]);
-		if (ret)
-			shape_drop(b, &b->shapes[slot]);
-		else
-			s = &b->shapes[b->n_shapes++];
-	}
-	if (s)
-		s->used = ++b->tick;
+	ret = shape_for(g, b, op, &s);
 	for (uint32_t i = 0; !ret && i < b->n_lanes; i++)
 		if (b->lanes[i].stream == stream)
 			ws = b->lanes[i].ws;

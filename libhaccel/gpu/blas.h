@@ -46,12 +46,33 @@ int haccel__gemm_run(struct haccel__gpu *g, void *stream, const struct haccel__g
 
 /* The same GEMM by cuBLASLt, whatever the shape. Callable from several
  * threads on their own streams. Its algorithm for each shape (sizes,
- * strides, batch, bias or not, accumulating or not) is chosen once and
- * cached, HACCEL__GEMM_MAX_SHAPES of them, the least recently used
- * making room for a new one. */
+ * strides, batch, bias or not, accumulating or not; an unbatched GEMM's
+ * rows rounded by haccel__gemm_rows, unless HACCEL_GEMM_ROWS=exact) is
+ * chosen once and cached, HACCEL__GEMM_MAX_SHAPES of them, the least
+ * recently used making room for a new one. */
 int haccel__gemm_lt(struct haccel__gpu *g, void *stream, const struct haccel__gemm *op);
 
 #define HACCEL__GEMM_MAX_SHAPES 1024
+
+/*
+ * The rows of the shape an unbatched cuBLASLt GEMM of M rows shares
+ * (haccel__gemm_lt): M up to 16 and at powers of two (every decode
+ * bucket), else M rounded up to a quarter of the power of two below it
+ * (17 -> 20, 1100 -> 1280, 2000 -> 2048): four sizes an octave, so a
+ * server's prompts of every length make a bounded set of shapes. The call
+ * still reads and writes its own M rows only.
+ */
+uint32_t haccel__gemm_rows(uint32_t M);
+
+/* The shape table's state (tests): shapes cached, of which made for one
+ * row count alone, shapes evicted, row counts a rounded shape's algorithm
+ * did not serve. All zero before the first cuBLASLt GEMM. */
+struct haccel__blas_counts {
+	uint32_t shapes, exact;
+	uint64_t evicted, refused;
+};
+
+void haccel__blas_counts(struct haccel__gpu *g, struct haccel__blas_counts *c);
 
 /*
  * The same GEMM by haccel's kernel for few rows (kernels/gemm.cu), which

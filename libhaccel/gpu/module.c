@@ -44,6 +44,8 @@ int haccel__gpu_get(struct haccel_ctx *ctx, struct haccel__gpu **out)
 	g->cu = cu;
 	env = getenv("HACCEL_GEMM");
 	g->gemm_lt_only = env && !strcmp(env, "cublaslt");
+	env = getenv("HACCEL_GEMM_ROWS");
+	g->gemm_rows_exact = env && !strcmp(env, "exact");
 	env = getenv("HACCEL_KDA_PASS2");
 	g->kda_pass2 = !env		       ? 0 :
 		       !strcmp(env, "mma")  ? 1 :

@@ -36,6 +36,8 @@ struct haccel__gpu {
 				    * under ctx->lock */
 	struct haccel__blas *blas; /* cuBLASLt, loaded on first GEMM */
 	bool gemm_lt_only;         /* HACCEL_GEMM=cublaslt: no few-row kernel */
+	bool gemm_rows_exact;      /* HACCEL_GEMM_ROWS=exact: a cuBLASLt shape a row count */
+	bool gemm_rows_refuse;     /* tests: every rounded shape's algorithm refused */
 	int kda_pass2;             /* HACCEL_KDA_PASS2: 0 auto, 1 mma, 32 or 64 (wg32, wg64) */
 	int kda_tile;              /* HACCEL_KDA_TILE: 0 auto, 32 or 64 columns (recurrence) */
 	int sparse_mla;            /* HACCEL_SPARSE_MLA (16-head groups): 0 auto, 1 mma, 2 ws */
