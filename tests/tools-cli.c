@@ -833,6 +833,7 @@ static void t_bench_kernels_dsa_shape(void)
 	KTAP_EXPECT(strstr(r.out, "--index-heads N") != NULL);
 	KTAP_EXPECT(strstr(r.out, "--context N") != NULL);
 	KTAP_EXPECT(strstr(r.out, "--pages P") != NULL);
+	KTAP_EXPECT(strstr(r.out, "or shared") != NULL);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		run(&r, "HACCEL_BENCH", "kernels", "--only", "indexer_topk", bad[i][0], bad[i][1],
 		    NULL);
@@ -840,6 +841,9 @@ static void t_bench_kernels_dsa_shape(void)
 		KTAP_EXPECT(strstr(r.err, bad[i][0]) != NULL && strstr(r.err, bad[i][1]) != NULL);
 		KTAP_EXPECT(strstr(r.err, "GPU") == NULL);
 	}
+	/* the bad layout's message names the three */
+	run(&r, "HACCEL_BENCH", "kernels", "--pages", "random", NULL);
+	KTAP_EXPECT(strstr(r.err, "scattered, contiguous or shared") != NULL);
 	/* an option without its value */
 	run(&r, "HACCEL_BENCH", "kernels", "--context", NULL);
 	KTAP_EXPECT_EQ(r.status, 2);
