@@ -2633,6 +2633,53 @@ __device__ __forceinline__ void dsa_ws_sfrag(uint32_t (*a)[4], const uint8_t *pe
 	}
 }
 
+/* The copying warpgroup's positions j = jb + 128 k (k < DSA_WS_PBATCH) of
+ * the split's selection st, -1 past nmax. */
+__device__ __forceinline__ void dsa_ws_pos(int32_t *p, const int32_t *st, uint32_t jb,
+					   uint32_t nmax)
+{
+#pragma unroll
+	for (uint32_t k = 0; k < DSA_WS_PBATCH; k++)
+		p[k] = jb + 128 * k < nmax ? st[jb + 128 * k] : -1;
+}
+
+/*
+ * The slots of the split's records j < nrec (those of this thread: jb +
+ * 128 k, DSA_WS_PBATCH a round, the first round's positions in p): each
+ * position's page in the staged block-table row bts (its first nbs
+ * entries) or else in bt, times pt, plus the position's offset in it (P2:
+ * pt a power of two, so a shift and a mask, not a division).
+ */
+template <bool P2>
+__device__ __forceinline__ void dsa_ws_slots(uint32_t *slots, int32_t *p, const int32_t *st,
+					     uint32_t jb, uint32_t nmax, uint32_t nrec,
+					     uint32_t pt, const uint32_t *bts, const uint32_t *bt,
+					     uint32_t nbs)
+{
+	uint32_t lg = __ffs(pt) - 1;
+
+	for (;;) {
+		uint32_t pg[DSA_WS_PBATCH], rm[DSA_WS_PBATCH];
+
+#pragma unroll
+		for (uint32_t k = 0; k < DSA_WS_PBATCH; k++) {
+			uint32_t j = jb + 128 * k, up = p[k] < 0 ? 0 : (uint32_t)p[k];
+			uint32_t pi = P2 ? up >> lg : up / pt;
+
+			rm[k] = P2 ? up & (pt - 1) : up - pi * pt;
+			pg[k] = j >= nrec ? 0 : pi < nbs ? bts[pi] : __ldg(&bt[pi]);
+		}
+#pragma unroll
+		for (uint32_t k = 0; k < DSA_WS_PBATCH; k++)
+			if (jb + 128 * k < nrec)
+				slots[jb + 128 * k] = pg[k] * pt + rm[k];
+		jb += 128 * DSA_WS_PBATCH;
+		if (jb >= nrec)
+			break;
+		dsa_ws_pos(p, st, jb, nmax);
+	}
+}
+
 /*
  * The offsets of dsa_m16_cpos(j, 4 b + q) for row j, even and odd blocks
  * b: 4 b + q ^ x = 4 (b ^ x2) + (q ^ x01) with x = dsa_m16_cpos's mask of j,
@@ -3181,46 +3228,24 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 		HAC_PDL();
 		/* The split's positions (all it may hold, -1 past the
 		 * selection) asked for with the selection's count, so the
-		 * count's load is not on the way to the pages. */
+		 * count's load is not on the way to the pages; then, past the
+		 * barrier that makes the row's copy visible, each thread's
+		 * own positions' slots from their registers. */
 		const int32_t *st = sel + (size_t)t * topk + j0;
 		uint32_t nmax = j0 < topk ? dsa_minu(tps * DSA_MLA_L, topk - j0) : 0;
-		uint32_t nsel = n_sel[t];
+		uint32_t nsel = n_sel[t], jb = tid - 256;
+		int32_t p[DSA_WS_PBATCH];
 
-		for (uint32_t jb = tid - 256; jb < nmax; jb += 128 * DSA_WS_PBATCH) {
-			int32_t p[DSA_WS_PBATCH];
-
-#pragma unroll
-			for (uint32_t k = 0; k < DSA_WS_PBATCH; k++)
-				p[k] = jb + 128 * k < nmax ? st[jb + 128 * k] : -1;
-#pragma unroll
-			for (uint32_t k = 0; k < DSA_WS_PBATCH; k++)
-				if (jb + 128 * k < nmax)
-					slots[jb + 128 * k] = (uint32_t)p[k];
-		}
+		dsa_ws_pos(p, st, jb, nmax);
 		dsa_split_n(&sp, nsel, topk, tps);
 		nrec = sp.nrec;
 		ntile = sp.ntile;
-		/* Their pages: each thread its own positions', from the row's
-		 * copy past the barrier that makes all of it visible. */
 		dsa_cp_wait<0>();
 		dsa_bar(3, 128);
-		for (uint32_t jb = tid - 256; jb < nrec; jb += 128 * DSA_WS_PBATCH) {
-			uint32_t pg[DSA_WS_PBATCH], rm[DSA_WS_PBATCH];
-
-#pragma unroll
-			for (uint32_t k = 0; k < DSA_WS_PBATCH; k++) {
-				uint32_t j = jb + 128 * k;
-				int32_t p = j < nrec ? (int32_t)slots[j] : 0;
-				uint32_t up = p < 0 ? 0 : (uint32_t)p, pi = up / pt;
-
-				rm[k] = up % pt;
-				pg[k] = j >= nrec ? 0 : pi < nbs ? bts[pi] : __ldg(&bt[pi]);
-			}
-#pragma unroll
-			for (uint32_t k = 0; k < DSA_WS_PBATCH; k++)
-				if (jb + 128 * k < nrec)
-					slots[jb + 128 * k] = pg[k] * pt + rm[k];
-		}
+		if (pt & (pt - 1))
+			dsa_ws_slots<false>(slots, p, st, jb, nmax, nrec, pt, bts, bt, nbs);
+		else
+			dsa_ws_slots<true>(slots, p, st, jb, nmax, nrec, pt, bts, bt, nbs);
 		dsa_bar(3, 128);
 		for (uint32_t it = 0; it < ntile; it++) {
 			uint32_t s = it % NST;
