@@ -71,15 +71,7 @@ static struct haccel_load_stats st;
 static int load(struct haccel_weights *w, const struct haccel_sink *sink, uint32_t flags,
 		uint32_t qd, uint32_t chunk)
 {
-	struct haccel_load_params p;
-
-	haccel_load_params_init(&p);
-	p.flags = flags;
-	p.queue_depth = qd;
-	p.chunk_bytes = chunk;
-	p.threads = 3;
-	memset(&st, 0, sizeof(st));
-	return haccel_load(w, &p, sink, &st);
+	return st_load(w, sink, flags, qd, chunk, &st);
 }
 
 /* The same checkpoint through the host sink, for comparison. */

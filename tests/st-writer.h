@@ -321,6 +321,23 @@ static inline struct haccel_weights *st_open_at(const char *file, int line,
 
 #define ST_OPEN(ctx, path) st_open_at(__FILE__, __LINE__, ctx, path)
 
+/* Load w through sink with flags, queue depth qd, chunk bytes and three
+ * threads, its stats into *stats (zeroed first); returns the status. */
+static inline int st_load(struct haccel_weights *w, const struct haccel_sink *sink,
+			  uint32_t flags, uint32_t qd, uint32_t chunk,
+			  struct haccel_load_stats *stats)
+{
+	struct haccel_load_params p;
+
+	haccel_load_params_init(&p);
+	p.flags = flags;
+	p.queue_depth = qd;
+	p.chunk_bytes = chunk;
+	p.threads = 3;
+	memset(stats, 0, sizeof(*stats));
+	return haccel_load(w, &p, sink, stats);
+}
+
 /* Every tensor of w at its dest_offset in dest holds the bytes st-writer
  * wrote for it (a failure names the first wrong byte). */
 static inline void st_expect_tensors(struct haccel_weights *w, const uint8_t *dest,

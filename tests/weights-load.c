@@ -80,17 +80,10 @@ static struct haccel_load_stats st;
 static int load_to(struct haccel_weights *w, uint32_t flags, uint32_t qd, uint32_t chunk,
 		   uint8_t *dest, uint64_t dest_bytes)
 {
-	struct haccel_load_params p;
 	struct haccel_host_sink sink;
 
-	haccel_load_params_init(&p);
-	p.flags = flags;
-	p.queue_depth = qd;
-	p.chunk_bytes = chunk;
-	p.threads = 3;
 	haccel_host_sink_init(&sink, dest, dest_bytes);
-	memset(&st, 0, sizeof(st));
-	return haccel_load(w, &p, &sink.sink, &st);
+	return st_load(w, &sink.sink, flags, qd, chunk, &st);
 }
 
 /* Load w with flags into a fresh destination, filled with 0xcc first;

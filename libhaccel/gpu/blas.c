@@ -53,6 +53,8 @@ struct shape {
 				   * layout that cannot share, or rows its rounded
 				   * shape's algorithm refused) */
 	uint64_t cols;            /* the rows its layouts hold now */
+	uint64_t served;          /* the row count cublasLtMatmulAlgoCheck last
+				   * accepted for its algorithm (0 none) */
 	void *desc, *la, *lb, *lc;
 	uint64_t algo[8];
 	uint64_t used;            /* the blas tick of its last call */
@@ -378,15 +380,22 @@ static bool rows_shareable(const struct haccel__gemm *op, uint32_t R)
 	       (op->stride_c < op->ldc || op->stride_c >= (int64_t)R * op->ldc);
 }
 
-/* Whether the shape's algorithm serves the rows its layouts now hold
- * (g->gemm_rows_refuse: a test's way to make it refuse). */
-static bool algo_serves(struct haccel__gpu *g, struct haccel__blas *b, const struct shape *s)
+/* Whether the shape's algorithm serves the rows its layouts now hold,
+ * asked of cuBLASLt once for the same rows in a row (a prefill's chunks
+ * repeat theirs; g->gemm_rows_refuse: a test's way to make it refuse). */
+static bool algo_serves(struct haccel__gpu *g, struct haccel__blas *b, struct shape *s)
 {
 	struct lt_heuristic h;
 
-	return !g->gemm_rows_refuse &&
-	       !b->AlgoCheck(b->handle, s->desc, s->la, s->lb, s->lc, s->lc, s->algo, &h) &&
-	       h.workspace <= WORKSPACE_BYTES;
+	if (g->gemm_rows_refuse)
+		return false;
+	if (s->served == s->cols)
+		return true;
+	if (b->AlgoCheck(b->handle, s->desc, s->la, s->lb, s->lc, s->lc, s->algo, &h) ||
+	    h.workspace > WORKSPACE_BYTES)
+		return false;
+	s->served = s->cols;
+	return true;
 }
 
 /*
