@@ -35,6 +35,16 @@ __device__ __forceinline__ int dsa_maxi(int a, int b)
 	return a > b ? a : b;
 }
 
+__device__ __forceinline__ int dsa_mini(int a, int b)
+{
+	return a < b ? a : b;
+}
+
+__device__ __forceinline__ uint32_t dsa_maxu(uint32_t a, uint32_t b)
+{
+	return a > b ? a : b;
+}
+
 __device__ __forceinline__ uint32_t dsa_ld32(const uint8_t *p)
 {
 	return *(const uint32_t *)p;
@@ -2578,7 +2588,8 @@ haccel_dsa_mla_h16(DSA_MLA_PARAMS)
 #define DSA_WS_REGS_COPY 56     /* and of the one that copies: 64512 in all */
 #define DSA_WS_THREADS_S 512    /* h16s: four warpgroups */
 #define DSA_WS_REGS_S 184       /* h16s: warpgroup 0 (S) */
-#define DSA_WS_REGS_SM 72       /* h16s: the softmax's */
+#define DSA_WS_REGS_SM 56       /* h16s: the softmax's */
+#define DSA_WS_REGS_COPY_S 72   /* h16s: the copier's (with the factors) */
 #define DSA_WS_REGS_O 200       /* h16s: warpgroup 1 (O): 65536 in all */
 #define DSA_WS_NST 4            /* record buffers */
 #define DSA_WS_STAGE 41984      /* a buffer: codes 32768, rope 8192, scales 1024 */
@@ -2956,10 +2967,12 @@ struct dsa_ws_smx {
  * once warpgroup 1 is done with tile it - 2, alpha and Enew beside it,
  * then an arrival on pfull[b].
  */
+template <bool FB>
 __device__ __forceinline__ void dsa_ws_softmax(dsa_ws_smx &x, const float *sv,
 					       const float (*sc)[4], const bool *vr, uint32_t it,
 					       float *side, float *wmax, uint32_t *wexp,
-					       uint8_t *pb, uint64_t *pfull, uint64_t *pempty)
+					       uint8_t *pb, uint64_t *pfull, uint64_t *pempty,
+					       const uint32_t *fw = NULL, const int *fe = NULL)
 {
 	uint32_t wtid = threadIdx.x & 127, lane = wtid & 31, wq = wtid >> 5;
 	uint32_t g = lane >> 2, c = lane & 3, b = it & 1;
@@ -2967,18 +2980,22 @@ __device__ __forceinline__ void dsa_ws_softmax(dsa_ws_smx &x, const float *sv,
 
 	/* The scales' exponent fields of records r0, r0 + 8, latent tiles
 	 * (0, 1) and (2, 3) as 16-bit pairs (0 past nh: the tile has a
-	 * record, and no exponent is below -127, so the max is unchanged). */
+	 * record, and no exponent is below -127, so the max is unchanged);
+	 * FB: the copying warpgroup has formed Enew and each record's factor
+	 * exponents (dsa_ws_factors: fw, the thread's two records' words, fe,
+	 * Enew). */
 	uint32_t ex[2][2];
 
+	if (!FB)
 #pragma unroll
-	for (int hh = 0; hh < 2; hh++)
+		for (int hh = 0; hh < 2; hh++)
 #pragma unroll
-		for (int u = 0; u < 2; u++) {
-			uint32_t v = hac_f2u(sc[hh][2 * u]) >> 23 | hac_f2u(sc[hh][2 * u + 1]) >> 23
-									 << 16;
+			for (int u = 0; u < 2; u++) {
+				uint32_t v = hac_f2u(sc[hh][2 * u]) >> 23 |
+					     hac_f2u(sc[hh][2 * u + 1]) >> 23 << 16;
 
-			ex[hh][u] = vr[hh] ? v & 0x00ff00ffu : 0;
-		}
+				ex[hh][u] = vr[hh] ? v & 0x00ff00ffu : 0;
+			}
 	/* the tile's max of each head over the warpgroup, and of each latent
 	 * tile's exponents */
 	float mx[4];
@@ -2990,16 +3007,21 @@ __device__ __forceinline__ void dsa_ws_softmax(dsa_ws_smx &x, const float *sv,
 		/* fmaxf skips NaN scores, as the CPU's max does */
 		mx[hi] = fmaxf(sv[i0], sv[i0 + 2]);
 	}
-	uint32_t xm[2] = { dsa_max_u16x2(ex[0][0], ex[1][0]), dsa_max_u16x2(ex[0][1], ex[1][1]) };
+	uint32_t xm[2];
 
+	if (!FB) {
+		xm[0] = dsa_max_u16x2(ex[0][0], ex[1][0]);
+		xm[1] = dsa_max_u16x2(ex[0][1], ex[1][1]);
+	}
 #pragma unroll
 	for (int o = 4; o < 32; o <<= 1) {
 #pragma unroll
 		for (int hi = 0; hi < 4; hi++)
 			mx[hi] = fmaxf(mx[hi], __shfl_xor_sync(0xffffffffu, mx[hi], o));
+		if (!FB)
 #pragma unroll
-		for (int u = 0; u < 2; u++)
-			xm[u] = dsa_max_u16x2(xm[u], __shfl_xor_sync(0xffffffffu, xm[u], o));
+			for (int u = 0; u < 2; u++)
+				xm[u] = dsa_max_u16x2(xm[u], __shfl_xor_sync(0xffffffffu, xm[u], o));
 	}
 	float *wm = wmax + b * 64;
 
@@ -3007,11 +3029,12 @@ __device__ __forceinline__ void dsa_ws_softmax(dsa_ws_smx &x, const float *sv,
 #pragma unroll
 		for (int hi = 0; hi < 4; hi++)
 			wm[(8 * (hi >> 1) + 2 * c + (hi & 1)) * 4 + wq] = mx[hi];
-	if (lane == 0)
+	if (!FB && lane == 0)
 		*(uint2 *)(wexp + 8 * b + 2 * wq) = make_uint2(xm[0], xm[1]);
 	dsa_bar(2, 128);
 	int enew[4];
-	{
+
+	if (!FB) {
 		uint4 x0 = *(const uint4 *)(wexp + 8 * b);
 		uint4 x1 = *(const uint4 *)(wexp + 8 * b + 4);
 		uint32_t xa[2] = {
@@ -3056,8 +3079,13 @@ __device__ __forceinline__ void dsa_ws_softmax(dsa_ws_smx &x, const float *sv,
 
 #pragma unroll
 	for (int tau = 0; tau < 4; tau++)
-		f[tau] = dsa_h2pow2x2(15 + dsa_scale_bits_exp(hac_f2u(sc[0][tau])) - enew[tau],
-				      15 + dsa_scale_bits_exp(hac_f2u(sc[1][tau])) - enew[tau]);
+		if (FB)
+			f[tau] = dsa_h2pow2x2((int)(int8_t)(fw[0] >> (8 * tau)),
+					      (int)(int8_t)(fw[1] >> (8 * tau)));
+		else
+			f[tau] = dsa_h2pow2x2(
+				15 + dsa_scale_bits_exp(hac_f2u(sc[0][tau])) - enew[tau],
+				15 + dsa_scale_bits_exp(hac_f2u(sc[1][tau])) - enew[tau]);
 	if (it >= 2)
 		dsa_mbar_wait(&pempty[b], (it / 2 - 1) & 1);
 
@@ -3084,15 +3112,66 @@ __device__ __forceinline__ void dsa_ws_softmax(dsa_ws_smx &x, const float *sv,
 #pragma unroll
 		for (int hi = 0; hi < 4; hi++)
 			sd[8 * (hi >> 1) + 2 * c + (hi & 1)] = al[hi];
-	if (wtid == 0)
+	if (wtid == 0) {
+		if (FB)
+			*(int4 *)(sd + 16) = *(const int4 *)fe;
+		else
 #pragma unroll
-		for (int tau = 0; tau < 4; tau++)
-			((int *)sd)[16 + tau] = enew[tau];
+			for (int tau = 0; tau < 4; tau++)
+				((int *)sd)[16 + tau] = enew[tau];
+	}
 	hac_fence_async();
 	dsa_mbar_arrive(&pfull[b]);
+	if (!FB)
 #pragma unroll
-	for (int tau = 0; tau < 4; tau++)
-		x.eref[tau] = enew[tau];
+		for (int tau = 0; tau < 4; tau++)
+			x.eref[tau] = enew[tau];
+}
+
+/*
+ * The copying warpgroup's share of tile k's softmax (h16s), once the tile
+ * has landed in buffer s: each latent tile's Enew (the running max of
+ * eref, e, over the tiles so far, of its records' largest scale exponent,
+ * a record past nh counting as -127), and each record's factor exponent
+ * 15 + e_r - Enew, as dsa_ws_softmax forms them from the scales, kept in
+ * a byte ([64 records][4 latent tiles], fb: the tile's slots, copied
+ * from already) clamped to [-25, 15] (dsa_h2pow2x2 gives 0 below -24 and
+ * no record's exceeds 15); Enew to fe. Thread j of the warpgroup: records
+ * 16 (j >> 5) + (j >> 2 & 7) and 8 after it, latent tile tau = j & 3;
+ * the max over the warpgroup through wmx (named barrier 3), then an
+ * arrival on ffull.
+ */
+__device__ __forceinline__ void dsa_ws_factors(const uint8_t *stage, uint32_t k, uint32_t nh,
+					       int *eref, uint8_t *fb, int *fe, int *wmx,
+					       uint64_t *full, uint64_t *ffull)
+{
+	uint32_t j = threadIdx.x & 127, lane = j & 31, wq = j >> 5, tau = j & 3;
+	uint32_t ra = 16 * wq + (lane >> 2), rb = ra + 8;
+	const uint32_t *scl = (const uint32_t *)(stage + 32768 + 8192);
+
+	dsa_mbar_wait(full, (k / DSA_WS_NST) & 1);
+	uint32_t ba = scl[4 * ra + tau], bb = scl[4 * rb + tau];
+	uint32_t m = dsa_maxu(ra < nh ? ba >> 23 & 0xff : 0, rb < nh ? bb >> 23 & 0xff : 0);
+
+#pragma unroll
+	for (int o = 4; o < 32; o <<= 1)
+		m = dsa_maxu(m, __shfl_xor_sync(0xffffffffu, m, o));
+	int *w = wmx + 16 * (k & 1);
+
+	if (lane < 4)
+		w[4 * wq + lane] = (int)m;
+	dsa_bar(3, 128);
+	int e = dsa_maxi(dsa_maxi(w[tau], w[4 + tau]), dsa_maxi(w[8 + tau], w[12 + tau])) - 127;
+
+	e = dsa_maxi(*eref, e);
+	*eref = e;
+	fb[4 * ra + tau] = (uint8_t)(int8_t)dsa_maxi(
+		dsa_mini(15 + dsa_scale_bits_exp(ba) - e, 15), -25);
+	fb[4 * rb + tau] = (uint8_t)(int8_t)dsa_maxi(
+		dsa_mini(15 + dsa_scale_bits_exp(bb) - e, 15), -25);
+	if (j < 4)
+		fe[tau] = e;
+	dsa_mbar_arrive(ffull);
 }
 
 /* After the last tile: l over the warpgroup that formed P, then m and l
@@ -3140,18 +3219,25 @@ __device__ __forceinline__ void dsa_ws_softmax_end(dsa_ws_smx &x, float *lsum, f
  *    which warpgroup 0 hands each tile's logits through one shared buffer
  *    (an mbarrier pair), so that warpgroup 0's instruction stream, which
  *    bounds a tile (docs/benchmarks.md, thirty-first entry), is the S
- *    MMAs and their conversions alone;
+ *    MMAs and their conversions alone; in h16s the copying warpgroup
+ *    forms each tile's Enew and its records' factor exponents once the
+ *    tile has landed (dsa_ws_factors), so the softmax's warpgroup reads
+ *    neither the scales nor their maxima;
  *  - warpgroup 1 rescales O and adds V^T P^T for all 512 dims (8 blocks
  *    of 64, O^T in its registers), one or two tiles behind warpgroup 0;
  *  - warpgroup 2 finds the split's slots, then copies tile it into a
  *    buffer once the others are done with tile it - 4 (cp.async; 4
  *    buffers, each one's arrival counted by an mbarrier, its release by
- *    the others' warps by another).
+ *    the others' warps by another), and (h16s) forms the factors of each
+ *    tile k <= it - 2 before it waits for that buffer (an mbarrier a
+ *    buffer counts their arrival; they live in tile k's slots, already
+ *    copied from, and Enew beside the mbarriers).
  * Each MMA warpgroup issues its MMAs in pairs of register sets, so one
  * set's conversions run while the other's MMAs do. The block starts at
  * 168 (h16w) or 128 (h16s) registers a thread (one block an SM); the
- * copying and softmax warpgroups give registers back (DSA_WS_REGS_COPY,
- * DSA_WS_REGS_SM) and the two MMA warpgroups take them (DSA_WS_REGS; h16s:
+ * copying and softmax warpgroups give registers back (DSA_WS_REGS_COPY or
+ * DSA_WS_REGS_COPY_S, DSA_WS_REGS_SM) and the two MMA warpgroups take
+ * them (DSA_WS_REGS; h16s:
  * DSA_WS_REGS_S and DSA_WS_REGS_O: with fewer for warpgroup 0, 160, ptxas
  * serializes every warpgroup MMA of the kernel, its C7512 advisory). With
  * the copies on warpgroup 1 their issue held up its O: a tile took about
@@ -3163,7 +3249,8 @@ __device__ __forceinline__ void dsa_ws_softmax_end(dsa_ws_smx &x, float *lsum, f
  * bytes], buffers [4] of codes [64][512], rope [64][128 bytes], scales
  * [64][16 bytes], (h16s: the logits [2][128 threads][4]), then DSA_WS_MISC
  * bytes (alpha and Enew a P buffer, the warps' maxima, l, m, kq, 12
- * mbarriers; h16s: 2 more), the split's slots.
+ * mbarriers; h16s: 6 more, the copier's maxima [2][4 warps][4] and Enew
+ * [4 buffers][4]), the split's slots.
  */
 template <bool CM, bool SM>
 __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
@@ -3189,7 +3276,11 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 	uint64_t *full = (uint64_t *)(kq + HG), *empty = full + NST;
 	uint64_t *pfull = empty + NST, *pempty = pfull + 2;
 	uint64_t *sfull = pempty + 2, *sempty = sfull + 1; /* h16s */
-	uint32_t *slots = (uint32_t *)(pempty + (SM ? 4 : 2));
+	/* h16s: the factors' arrivals, the copier's maxima [2][4 warps][4],
+	 * Enew a buffer [4][4] */
+	uint64_t *ffull = sempty + 1;
+	int *wmx = (int *)(ffull + NST), *fe = wmx + 32;
+	uint32_t *slots = SM ? (uint32_t *)(fe + 4 * NST) : (uint32_t *)(pempty + 2);
 
 	if (tid == 0) {
 		for (uint32_t i = 0; i < NST; i++) {
@@ -3203,6 +3294,8 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 		if (SM) {
 			dsa_mbar_init(sfull, 128);
 			dsa_mbar_init(sempty, 4);
+			for (uint32_t i = 0; i < NST; i++)
+				dsa_mbar_init(&ffull[i], 128);
 		}
 	}
 	__syncthreads();
@@ -3210,7 +3303,7 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 		/* Warpgroup 2: the split's slots, then the copies of each tile
 		 * into its buffer once the others are done with the tile NST
 		 * before it. */
-		hac_setmaxnreg_dec<DSA_WS_REGS_COPY>();
+		hac_setmaxnreg_dec<SM ? DSA_WS_REGS_COPY_S : DSA_WS_REGS_COPY>();
 		/* The token's block-table row: a step input, not the output
 		 * of the kernel before, so asked for before the wait, and its
 		 * first DSA_WS_BTS pages copied into the P buffers (unused
@@ -3247,14 +3340,34 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 		else
 			dsa_ws_slots<true>(slots, p, st, jb, nmax, nrec, pt, bts, bt, nbs);
 		dsa_bar(3, 128);
+		/* h16s: tile k's factors (dsa_ws_factors) once it has
+		 * landed, before the wait for a buffer that the softmax of
+		 * tile k (k + 2 <= it) may hold up, and the rest at the end */
+		uint32_t k = 0;
+		int eref = -1000;
+
 		for (uint32_t it = 0; it < ntile; it++) {
 			uint32_t s = it % NST;
 
-			if (it >= NST)
+			if (it >= NST) {
+				if (SM)
+					for (; k + 2 <= it; k++)
+						dsa_ws_factors(stg + k % NST * DSA_WS_STAGE, k,
+							       dsa_minu(DSA_MLA_L, nrec - k * DSA_MLA_L),
+							       &eref, (uint8_t *)(slots + k * DSA_MLA_L),
+							       fe + 4 * (k % NST), wmx, &full[k % NST],
+							       &ffull[k % NST]);
 				dsa_mbar_wait(&empty[s], (it / NST - 1) & 1);
+			}
 			dsa_ws_issue(stg + s * DSA_WS_STAGE, slots, it * DSA_MLA_L, nrec, region,
 				     rec, wq, lane, &full[s]);
 		}
+		if (SM)
+			for (; k < ntile; k++)
+				dsa_ws_factors(stg + k % NST * DSA_WS_STAGE, k,
+					       dsa_minu(DSA_MLA_L, nrec - k * DSA_MLA_L), &eref,
+					       (uint8_t *)(slots + k * DSA_MLA_L), fe + 4 * (k % NST),
+					       wmx, &full[k % NST], &ffull[k % NST]);
 		dsa_cp_wait<0>();
 		if (CM) {
 			dsa_ws_cbar();
@@ -3265,7 +3378,7 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 	if (SM && warp >= 12) {
 		/* Warpgroup 3 (h16s): the softmax of each tile, from the
 		 * logits warpgroup 0 leaves in sbuf (this thread: its own
-		 * thread's there) and the records' scales. */
+		 * thread's there) and the factors warpgroup 2 forms. */
 		hac_setmaxnreg_dec<DSA_WS_REGS_SM>();
 		HAC_PDL();
 		dsa_split_n(&sp, n_sel[t], topk, tps);
@@ -3283,11 +3396,18 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 		for (uint32_t it = 0; it < ntile; it++) {
 			uint32_t s = it % NST;
 			uint32_t nh = dsa_minu(DSA_MLA_L, nrec - it * DSA_MLA_L);
-			const uint8_t *sb = stg + s * DSA_WS_STAGE + 32768 + 8192;
-			float sv[8], sc[2][4];
+			const uint32_t *fw = slots + it * DSA_MLA_L;
+			float sv[8];
 			bool vr[2] = { r0 < nh, r0 + 8 < nh };
+			uint32_t f2[2];
+			int4 e4;
 
-			dsa_mbar_wait(&full[s], (it / NST) & 1);
+			/* the tile's factors (dsa_ws_factors; they follow its
+			 * landing) and logits */
+			dsa_mbar_wait(&ffull[s], (it / NST) & 1);
+			f2[0] = fw[r0];
+			f2[1] = fw[r0 + 8];
+			e4 = *(const int4 *)(fe + 4 * s);
 			dsa_mbar_wait(sfull, it & 1);
 			{
 				const float4 *sp4 = (const float4 *)sbuf + (tid & 127);
@@ -3302,22 +3422,14 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 				sv[6] = v1.z;
 				sv[7] = v1.w;
 			}
-#pragma unroll
-			for (int hh = 0; hh < 2; hh++) {
-				float4 v = *(const float4 *)(sb + (r0 + 8 * hh) * 16);
-
-				sc[hh][0] = v.x;
-				sc[hh][1] = v.y;
-				sc[hh][2] = v.z;
-				sc[hh][3] = v.w;
-			}
-			/* The logits and the stage's scales are in registers. */
+			/* The logits, factors and Enew are in registers. */
 			__syncwarp();
 			if (lane == 0) {
 				dsa_mbar_arrive(sempty);
 				dsa_mbar_arrive(&empty[s]);
 			}
-			dsa_ws_softmax(x, sv, sc, vr, it, side, wmax, wexp, pb, pfull, pempty);
+			dsa_ws_softmax<true>(x, sv, NULL, vr, it, side, wmax, wexp, pb, pfull, pempty,
+					     f2, (const int *)&e4);
 		}
 		/* m and l for warpgroup 1's store (and below); with no tile,
 		 * those dsa_mla_qstore set (ordered before this warpgroup's
@@ -3465,7 +3577,7 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 				sp4[128] = make_float4(sv[4], sv[5], sv[6], sv[7]);
 				dsa_mbar_arrive(sfull);
 			} else {
-				dsa_ws_softmax(x, sv, sc, vr, it, side, wmax, wexp, pb, pfull,
+				dsa_ws_softmax<false>(x, sv, sc, vr, it, side, wmax, wexp, pb, pfull,
 					       pempty);
 			}
 		}

@@ -404,13 +404,14 @@ static bool mla_ws(const struct haccel__gpu *g, uint32_t H, uint32_t tps)
 
 /* (dsa.cu) haccel_dsa_mla_h16w: 1024 bytes of alignment, the queries, q_pe,
  * two P buffers, the record buffers, DSA_WS_MISC, the split's slots;
- * h16s (sm) the logits' buffer (128 threads' 8 floats) and two more
- * mbarriers too. */
+ * h16s (sm) the logits' buffer (128 threads' 8 floats), six more
+ * mbarriers, the copier's maxima ([2][4][4] ints) and Enew a buffer ([4]
+ * [4] ints) too. */
 static uint32_t mla_ws_smem(uint32_t tps, bool sm)
 {
 	return 1024 + 32 * 1024 + 32 * 128 + 2 * 4 * 16 * 128 +
 	       MLA_WS_NST * MLA_L * (512 + 128 + 16) + MLA_WS_MISC + tps * MLA_L * 4 +
-	       (sm ? 128 * 8 * 4 + 2 * 8 : 0);
+	       (sm ? 128 * 8 * 4 + (2 + MLA_WS_NST) * 8 + 32 * 4 + MLA_WS_NST * 4 * 4 : 0);
 }
 
 /* The split's softmax on a fourth warpgroup (h16s, 512 threads) where its
