@@ -3345,29 +3345,25 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 		 * tile k (k + 2 <= it) may hold up, and the rest at the end */
 		uint32_t k = 0;
 		int eref = -1000;
+		auto factors = [&](uint32_t upto) {
+			for (; SM && k < upto; k++)
+				dsa_ws_factors(stg + k % NST * DSA_WS_STAGE, k,
+					       dsa_minu(DSA_MLA_L, nrec - k * DSA_MLA_L), &eref,
+					       (uint8_t *)(slots + k * DSA_MLA_L), fe + 4 * (k % NST),
+					       wmx, &full[k % NST], &ffull[k % NST]);
+		};
 
 		for (uint32_t it = 0; it < ntile; it++) {
 			uint32_t s = it % NST;
 
 			if (it >= NST) {
-				if (SM)
-					for (; k + 2 <= it; k++)
-						dsa_ws_factors(stg + k % NST * DSA_WS_STAGE, k,
-							       dsa_minu(DSA_MLA_L, nrec - k * DSA_MLA_L),
-							       &eref, (uint8_t *)(slots + k * DSA_MLA_L),
-							       fe + 4 * (k % NST), wmx, &full[k % NST],
-							       &ffull[k % NST]);
+				factors(it - 1);
 				dsa_mbar_wait(&empty[s], (it / NST - 1) & 1);
 			}
 			dsa_ws_issue(stg + s * DSA_WS_STAGE, slots, it * DSA_MLA_L, nrec, region,
 				     rec, wq, lane, &full[s]);
 		}
-		if (SM)
-			for (; k < ntile; k++)
-				dsa_ws_factors(stg + k % NST * DSA_WS_STAGE, k,
-					       dsa_minu(DSA_MLA_L, nrec - k * DSA_MLA_L), &eref,
-					       (uint8_t *)(slots + k * DSA_MLA_L), fe + 4 * (k % NST),
-					       wmx, &full[k % NST], &ffull[k % NST]);
+		factors(ntile);
 		dsa_cp_wait<0>();
 		if (CM) {
 			dsa_ws_cbar();
