@@ -3229,7 +3229,9 @@ __device__ __forceinline__ void dsa_ws_softmax_end(dsa_ws_smx &x, float *lsum, f
  *    buffer once the others are done with tile it - 4 (cp.async; 4
  *    buffers, each one's arrival counted by an mbarrier, its release by
  *    the others' warps by another), and (h16s) forms the factors of each
- *    tile k <= it - 2 before it waits for that buffer (an mbarrier a
+ *    tile k <= it - 2 (once it has landed) before it copies tile it >= 2,
+ *    so that two tiles, not four, are in flight at the start and the
+ *    first lands sooner, and before it waits for a buffer (an mbarrier a
  *    buffer counts their arrival; they live in tile k's slots, already
  *    copied from, and Enew beside the mbarriers).
  * Each MMA warpgroup issues its MMAs in pairs of register sets, so one
@@ -3356,10 +3358,13 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 		for (uint32_t it = 0; it < ntile; it++) {
 			uint32_t s = it % NST;
 
-			if (it >= NST) {
+			/* h16s: tile it - 2 landed (its factors) before tile
+			 * it is asked for, so the first tile, with one other
+			 * in flight, not three, lands sooner */
+			if (it >= 2)
 				factors(it - 1);
+			if (it >= NST)
 				dsa_mbar_wait(&empty[s], (it / NST - 1) & 1);
-			}
 			dsa_ws_issue(stg + s * DSA_WS_STAGE, slots, it * DSA_MLA_L, nrec, region,
 				     rec, wq, lane, &full[s]);
 		}
