@@ -2659,34 +2659,39 @@ __device__ __forceinline__ void dsa_ws_pos(int32_t *p, const int32_t *st, uint32
  * 128 k, DSA_WS_PBATCH a round, the first round's positions in p): each
  * position's page in the staged block-table row bts (its first nbs
  * entries) or else in bt, times pt, plus the position's offset in it (P2:
- * pt a power of two, so a shift and a mask, not a division).
+ * pt a power of two, so a shift and a mask, not a division). Only k in
+ * [kmin, kend) of the first round; later rounds (kend = DSA_WS_PBATCH)
+ * whole.
  */
 template <bool P2>
 __device__ __forceinline__ void dsa_ws_slots(uint32_t *slots, int32_t *p, const int32_t *st,
 					     uint32_t jb, uint32_t nmax, uint32_t nrec,
 					     uint32_t pt, const uint32_t *bts, const uint32_t *bt,
-					     uint32_t nbs)
+					     uint32_t nbs, uint32_t kmin, uint32_t kend)
 {
 	uint32_t lg = __ffs(pt) - 1;
 
 	for (;;) {
 		uint32_t pg[DSA_WS_PBATCH], rm[DSA_WS_PBATCH];
+		bool on[DSA_WS_PBATCH];
 
 #pragma unroll
 		for (uint32_t k = 0; k < DSA_WS_PBATCH; k++) {
-			uint32_t j = jb + 128 * k, up = p[k] < 0 ? 0 : (uint32_t)p[k];
+			uint32_t up = p[k] < 0 ? 0 : (uint32_t)p[k];
 			uint32_t pi = P2 ? up >> lg : up / pt;
 
+			on[k] = jb + 128 * k < nrec && k >= kmin && k < kend;
 			rm[k] = P2 ? up & (pt - 1) : up - pi * pt;
-			pg[k] = j >= nrec ? 0 : pi < nbs ? bts[pi] : __ldg(&bt[pi]);
+			pg[k] = !on[k] ? 0 : pi < nbs ? bts[pi] : __ldg(&bt[pi]);
 		}
 #pragma unroll
 		for (uint32_t k = 0; k < DSA_WS_PBATCH; k++)
-			if (jb + 128 * k < nrec)
+			if (on[k])
 				slots[jb + 128 * k] = pg[k] * pt + rm[k];
 		jb += 128 * DSA_WS_PBATCH;
-		if (jb >= nrec)
+		if (jb >= nrec || kend < DSA_WS_PBATCH)
 			break;
+		kmin = 0;
 		dsa_ws_pos(p, st, jb, nmax);
 	}
 }
@@ -3337,10 +3342,24 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 		ntile = sp.ntile;
 		dsa_cp_wait<0>();
 		dsa_bar(3, 128);
-		if (pt & (pt - 1))
-			dsa_ws_slots<false>(slots, p, st, jb, nmax, nrec, pt, bts, bt, nbs);
-		else
-			dsa_ws_slots<true>(slots, p, st, jb, nmax, nrec, pt, bts, bt, nbs);
+		/* h16s: the slots of tiles 0 and 1 (each thread's first
+		 * position, j < 128) before those tiles are asked for, the
+		 * rest after (the staged row is read until then: the P
+		 * buffers it lives in are first written by tile 0's softmax,
+		 * which waits for tile 0's factors, formed later still);
+		 * h16w's warpgroup 0 writes P once tile 0 lands, so there
+		 * every slot comes first, and in h16sc too (the positions
+		 * kept across the first two tiles' copies spill there). */
+		const bool defer = SM && !CM;
+		auto slots_of = [&](uint32_t kmin, uint32_t kend) {
+			if (pt & (pt - 1))
+				dsa_ws_slots<false>(slots, p, st, jb, nmax, nrec, pt, bts, bt,
+						    nbs, kmin, kend);
+			else
+				dsa_ws_slots<true>(slots, p, st, jb, nmax, nrec, pt, bts, bt,
+						   nbs, kmin, kend);
+		};
+		slots_of(0, defer ? 1 : DSA_WS_PBATCH);
 		dsa_bar(3, 128);
 		/* h16s: tile k's factors (dsa_ws_factors) once it has
 		 * landed, before the wait for a buffer that the softmax of
@@ -3367,6 +3386,10 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 				dsa_mbar_wait(&empty[s], (it / NST - 1) & 1);
 			dsa_ws_issue(stg + s * DSA_WS_STAGE, slots, it * DSA_MLA_L, nrec, region,
 				     rec, wq, lane, &full[s]);
+			if (defer && it == 1) {
+				slots_of(1, DSA_WS_PBATCH);
+				dsa_bar(3, 128);
+			}
 		}
 		factors(ntile);
 		dsa_cp_wait<0>();
