@@ -3230,15 +3230,17 @@ __device__ __forceinline__ void dsa_ws_softmax_end(dsa_ws_smx &x, float *lsum, f
  *    neither the scales nor their maxima;
  *  - warpgroup 1 rescales O and adds V^T P^T for all 512 dims (8 blocks
  *    of 64, O^T in its registers), one or two tiles behind warpgroup 0;
- *  - warpgroup 2 finds the split's slots, then copies tile it into a
- *    buffer once the others are done with tile it - 4 (cp.async; 4
- *    buffers, each one's arrival counted by an mbarrier, its release by
- *    the others' warps by another), and (h16s) forms the factors of each
- *    tile k <= it - 2 (once it has landed) before it copies tile it >= 2,
- *    so that two tiles, not four, are in flight at the start and the
- *    first lands sooner, and before it waits for a buffer (an mbarrier a
- *    buffer counts their arrival; they live in tile k's slots, already
- *    copied from, and Enew beside the mbarriers).
+ *  - warpgroup 2 finds the split's slots (h16s: those of tiles 0 and 1,
+ *    then, once it has asked for those two, the rest), then copies
+ *    tile it into a buffer once the others are done with tile it - 4
+ *    (cp.async; 4 buffers, each one's arrival counted by an mbarrier,
+ *    its release by the others' warps by another), and (h16s) forms the
+ *    factors of each tile k <= it - 2 (once it has landed) before it
+ *    copies tile it >= 2, so that two tiles, not four, are in flight
+ *    at the start and the first lands sooner, and before it waits for
+ *    a buffer (an mbarrier a buffer counts their arrival; they live in
+ *    tile k's slots, already copied from, and Enew beside the
+ *    mbarriers).
  * Each MMA warpgroup issues its MMAs in pairs of register sets, so one
  * set's conversions run while the other's MMAs do. The block starts at
  * 168 (h16w) or 128 (h16s) registers a thread (one block an SM); the
