@@ -628,8 +628,9 @@ __device__ __forceinline__ void dsa_emit(const uint32_t *keys, uint32_t N, uint3
  *     position to a row of scratch;
  *  3. haccel_dsa_ix_topk, a block of 1024 threads per token: the top-k of
  *     the row (a sampled threshold, the keys above it gathered in row
- *     order, a radix select among them; no sort) into sel and n_sel, in
- *     ascending position.
+ *     order, a select of the k-th among them; no sort) into sel and n_sel,
+ *     in ascending position; rows that fit are read once from L2 into
+ *     shared memory.
  * Scoring is a pure stream over the keys (blocks sized to fill whole
  * waves, no selection state), and selection reads 4 bytes a position from
  * L2.
@@ -1347,12 +1348,12 @@ __device__ __forceinline__ uint32_t dsa_ix_warp_offset(const uint32_t *row, uint
 }
 
 /*
- * Grid T, 1024 threads: the k = min(topk, n) best of the n keys of row t
- * (n = min(pos[t], max_pos) + 1), by key and then the smaller position,
- * into sel row t in ascending position, -1 after them, n_sel[t] = k.
+ * The k = min(topk, n) best of the n keys of row (k < n), by key and then
+ * the smaller position, into srow in ascending position, the row read from
+ * global memory (L2) in each pass: every thread of the block calls it.
  *
- * Every key >= a threshold lo is gathered, with its position, into the
- * buffers (cap entries; a counting pass and a block scan give each thread
+ * Every key >= a threshold lo is gathered, with its position, into gk and
+ * gp (cap entries each; a counting pass and a block scan give each thread
  * its place, so the entries land in row order, without atomics), and the
  * k best of those are the answer: exact whenever at least k keys are >=
  * lo and they fit. A radix select over the gathered keys (dsa_kth) finds
@@ -1365,24 +1366,12 @@ __device__ __forceinline__ uint32_t dsa_ix_warp_offset(const uint32_t *row, uint
  * k-th's bin, give lo = the bin's lower edge; and if even that leaves too
  * many (mass ties: identical keys, NaN scores), the radix select runs on
  * the whole row.
- *
- * Shared memory: the gathered keys and positions (cap words each, a power
- * of two >= topk; the keys' buffer also holds the sample), the histogram
- * (2048 words), 32 warp sums, dsa_sel_shared.
  */
-HACCEL_K void __launch_bounds__(DSA_IX_TK_THREADS, 1)
-haccel_dsa_ix_topk(int32_t *sel, uint32_t *n_sel, const uint32_t *keys, uint32_t stride,
-		   const uint32_t *pos, uint32_t max_pos, uint32_t topk, uint32_t cap)
+__device__ void dsa_ix_topk_l2(int32_t *srow, const uint32_t *row, uint32_t n, uint32_t k,
+			       uint32_t cap, uint32_t *gk, uint32_t *gp, uint32_t *hist,
+			       uint32_t *wsum, struct dsa_sel_shared *sh)
 {
-	HAC_PDL();
-	uint32_t t = blockIdx.x, tid = threadIdx.x;
-	uint32_t n = dsa_minu(pos[t], max_pos) + 1, k = dsa_minu(topk, n);
-	const uint32_t *row = keys + (size_t)t * stride;
-	uint32_t *gk = (uint32_t *)dsa_smem, *gp = gk + cap, *hist = gp + cap;
-	uint32_t *wsum = hist + DSA_IX_BINS;
-	struct dsa_sel_shared *sh = (struct dsa_sel_shared *)(wsum + 32);
-	int32_t *srow = sel + (size_t)t * topk;
-	uint32_t lo = 0, total, off, prefix, mask, need;
+	uint32_t tid = threadIdx.x, lo = 0, total, off, prefix, mask, need;
 
 	if (n > cap) {
 		/* The sample: key tid * n / 1024, rank r of the k-th expected
@@ -1455,6 +1444,306 @@ haccel_dsa_ix_topk(int32_t *sel, uint32_t *n_sel, const uint32_t *keys, uint32_t
 		dsa_kth(row, n, k, hist, wsum, sh, &prefix, &mask, &need);
 		dsa_emit(row, n, prefix, mask, need, sh,
 			 [&](uint32_t o, uint32_t i) { srow[o] = (int32_t)i; });
+	}
+}
+
+/* The smallest s with span >> s < DSA_IX_BINS: the shift of a window
+ * histogram over [base, base + span]. */
+__device__ __forceinline__ uint32_t dsa_ix_wshift(uint32_t span)
+{
+	uint32_t x = span >> 11;
+
+	return x ? 32 - __clz(x) : 0;
+}
+
+/* hist[d] += 1 for the lanes with ok (every lane of the warp calls it):
+ * one atomic when the lanes that count share a digit, as crowded keys
+ * do, else one a lane (the window's digits rarely collide). */
+__device__ __forceinline__ void dsa_ix_count_w(uint32_t *hist, bool ok, uint32_t d)
+{
+	uint32_t act = __ballot_sync(0xffffffffu, ok);
+
+	if (!act)
+		return;
+	uint32_t first = __ffs(act) - 1, d0 = __shfl_sync(0xffffffffu, d, first);
+
+	if (__all_sync(0xffffffffu, !ok || d == d0)) {
+		if ((threadIdx.x & 31) == first)
+			atomicAdd(&hist[d0], (uint32_t)__popc(act));
+	} else if (ok) {
+		atomicAdd(&hist[d], 1u);
+	}
+}
+
+/* The exclusive prefix of v over the block's threads (in thread order)
+ * and *total the sum: as dsa_ix_block_scan, the warps' sums added by a
+ * warp-wide reduction. */
+__device__ __forceinline__ uint32_t dsa_ix_block_scan_r(uint32_t v, uint32_t *wsum,
+							uint32_t *total)
+{
+	uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, incl = v;
+
+	for (int o = 1; o < 32; o <<= 1) {
+		uint32_t x = __shfl_up_sync(0xffffffffu, incl, o);
+
+		if (lane >= (uint32_t)o)
+			incl += x;
+	}
+	if (lane == 31)
+		wsum[warp] = incl;
+	__syncthreads();
+	uint32_t x = wsum[lane];
+
+	*total = __reduce_add_sync(0xffffffffu, x);
+	return __reduce_add_sync(0xffffffffu, lane < warp ? x : 0) + incl - v;
+}
+
+/*
+ * The same answer as dsa_ix_topk_l2 with the row staged in shared memory
+ * (srow, n <= its rowcap words), read once from L2. Returns 0, having
+ * written nothing to orow, when the row needs dsa_ix_topk_l2 instead: more
+ * than DSA_IX_FCAP keys >= lo, or fewer than k (the same answer for every
+ * thread). Every thread of the block calls it, k < n.
+ *
+ *  1. The row into srow (16-byte loads, eight in flight a thread), its
+ *     smallest and largest key.
+ *  2. lo: where n > 4 k, 1024 keys sampled across the row go into a
+ *     histogram over the window [min, max] of 2048 bins, (key - min) >>
+ *     shift; lo is the lower edge of the bin of the sample's (r + 3 sqrt r
+ *     + 4)-th largest key (r = k 1024 / n, where the k-th should fall), so
+ *     that about 1.5 k keys pass; else lo = 0.
+ *  3. Each thread takes P consecutive positions of the row (P = n / 1024
+ *     rounded up to a multiple of 4; its chunks of four from a start
+ *     rotated by lane, for fewer bank conflicts), marks its keys >= lo in
+ *     a 64-bit mask, and a block scan of the counts places them: keys and
+ *     positions go into fk and fp in row order, each key also counted in
+ *     a window histogram over [lo, max].
+ *  4. The k-th among them: the histogram's bin that holds it; when that
+ *     bin holds 32 keys or fewer, one warp ranks them (by key, then
+ *     position), else the window narrows to the bin and the histogram is
+ *     made again over fk (down to single keys).
+ *  5. dsa_emit writes the positions of the keys above the k-th and the
+ *     first of those equal to it, in row order.
+ *
+ * Shared memory: srow (rowcap words), fk and fp (DSA_IX_FCAP words each),
+ * two histograms, 32 warp sums, 32 + 32 words, 8 words, dsa_sel_shared.
+ */
+#define DSA_IX_FCAP 8192
+
+__device__ int dsa_ix_topk_smem(int32_t *orow, const uint32_t *row, uint32_t n, uint32_t k,
+				uint32_t *srow, uint32_t rowcap, uint32_t *hist,
+				uint32_t *wsum, uint32_t *wa, uint32_t *wb, uint32_t *misc,
+				struct dsa_sel_shared *sh)
+{
+	uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	uint32_t *fk = srow + rowcap, *fp = fk + DSA_IX_FCAP, *hist2 = hist + DSA_IX_BINS;
+	uint32_t n4 = (n + 3) & ~3u, lo = 0, mn = 0xffffffffu, mx = 0;
+
+	/* 1. */
+	for (uint32_t b = 4 * tid; b < n4; b += 4 * DSA_IX_TK_THREADS * DSA_IX_ROW_LOADS) {
+		uint4 u[DSA_IX_ROW_LOADS];
+
+#pragma unroll
+		for (int j = 0; j < DSA_IX_ROW_LOADS; j++) {
+			uint32_t i = b + 4 * DSA_IX_TK_THREADS * j;
+
+			if (i < n4)
+				u[j] = __ldcg((const uint4 *)(row + i));
+		}
+#pragma unroll
+		for (int j = 0; j < DSA_IX_ROW_LOADS; j++) {
+			uint32_t i = b + 4 * DSA_IX_TK_THREADS * j;
+			uint32_t v[4] = { u[j].x, u[j].y, u[j].z, u[j].w };
+
+			if (i >= n4)
+				continue;
+			*(uint4 *)(srow + i) = u[j];
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				if (i + e < n) {
+					mn = min(mn, v[e]);
+					mx = max(mx, v[e]);
+				}
+		}
+	}
+	for (uint32_t i = tid; i < 2 * DSA_IX_BINS; i += DSA_IX_TK_THREADS)
+		hist[i] = 0;
+	mn = __reduce_min_sync(0xffffffffu, mn);
+	mx = __reduce_max_sync(0xffffffffu, mx);
+	if (lane == 0) {
+		wa[warp] = mn;
+		wb[warp] = mx;
+	}
+	__syncthreads();
+	mn = __reduce_min_sync(0xffffffffu, wa[lane]);
+	mx = __reduce_max_sync(0xffffffffu, wb[lane]);
+
+	/* 2. */
+	if (n > 4 * k) {
+		uint32_t r = (uint32_t)((uint64_t)k * 1024 / n);
+		uint32_t idx = dsa_minu(1023, r + 3 * (uint32_t)sqrtf((float)r) + 4);
+		uint32_t s = srow[(uint64_t)tid * n / 1024], sft = dsa_ix_wshift(mx - mn);
+
+		dsa_ix_count_w(hist2, true, (s - mn) >> sft);
+		__syncthreads();
+		dsa_ix_thresh(hist2, idx + 1, wsum, sh);
+		lo = mn + (sh->digit << sft);
+	}
+
+	/* 3. */
+	uint32_t P = ((n + DSA_IX_TK_THREADS - 1) / DSA_IX_TK_THREADS + 3) & ~3u, NC = P / 4;
+	uint32_t p0 = tid * P, rot = lane % NC, total, off;
+	uint64_t mask = 0;
+
+	for (uint32_t j = 0; j < NC; j++) {
+		uint32_t q = j + rot < NC ? j + rot : j + rot - NC, i = p0 + 4 * q;
+
+		if (i >= n)
+			continue;
+		uint4 x = *(const uint4 *)(srow + i);
+		uint32_t valid = n - i >= 4 ? 15u : (1u << (n - i)) - 1;
+		uint32_t nib = (uint32_t)(x.x >= lo) | (uint32_t)(x.y >= lo) << 1 |
+			       (uint32_t)(x.z >= lo) << 2 | (uint32_t)(x.w >= lo) << 3;
+
+		mask |= (uint64_t)(nib & valid) << (4 * q);
+	}
+	off = dsa_ix_block_scan_r((uint32_t)__popcll(mask), wsum, &total);
+	if (total < k || total > DSA_IX_FCAP)
+		return 0;
+
+	uint32_t base = lo, span = mx - lo, sft = dsa_ix_wshift(span), need = k, kv;
+
+	for (uint32_t j = 0; j < NC; j++) {
+		uint32_t q = j + rot < NC ? j + rot : j + rot - NC, i = p0 + 4 * q;
+		uint32_t m4 = (uint32_t)(mask >> (4 * q)) & 15;
+
+		if (!m4)
+			continue;
+		uint4 x = *(const uint4 *)(srow + i);
+		uint32_t v[4] = { x.x, x.y, x.z, x.w };
+		uint32_t o = off + (uint32_t)__popcll(mask & ((1ull << (4 * q)) - 1));
+
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			if (m4 >> e & 1) {
+				fk[o] = v[e];
+				fp[o++] = i + e;
+				atomicAdd(&hist[(v[e] - base) >> sft], 1u);
+			}
+	}
+	__syncthreads();
+
+	/* 4. */
+	for (;;) {
+		dsa_ix_thresh(hist, need, wsum, sh);
+		uint32_t dg = sh->digit, done = sh->done, inbin = hist[dg];
+
+		need -= sh->remain;
+		base += dg << sft;
+		if (done) {
+			/* the whole bin: every key >= base */
+			kv = base - 1;
+			need = 0;
+			break;
+		}
+		if (!sft) {
+			kv = base;
+			break;
+		}
+		span = dsa_minu(span - (dg << sft), (1u << sft) - 1);
+		__syncthreads(); /* sh and hist read */
+		if (inbin <= 32) {
+			if (tid == 0)
+				misc[0] = 0;
+			__syncthreads();
+			for (uint32_t i = tid; i < total; i += DSA_IX_TK_THREADS)
+				if (fk[i] - base <= span) {
+					uint32_t o = atomicAdd(&misc[0], 1u);
+
+					wa[o] = fk[i];
+					wb[o] = i;
+				}
+			__syncthreads();
+			if (warp == 0) {
+				/* rank by key, then position: the need-th */
+				uint32_t m = misc[0], key = lane < m ? wa[lane] : 0;
+				uint32_t ix = lane < m ? wb[lane] : 0xffffffffu, rk = 0;
+
+				for (uint32_t j = 0; j < m; j++) {
+					uint32_t kj = __shfl_sync(0xffffffffu, key, j);
+					uint32_t ij = __shfl_sync(0xffffffffu, ix, j);
+
+					rk += kj > key || (kj == key && ij < ix);
+				}
+				uint32_t hit = __ballot_sync(0xffffffffu, lane < m && rk == need - 1);
+				uint32_t kk = __shfl_sync(0xffffffffu, key, __ffs(hit) - 1);
+				uint32_t gt = __popc(__ballot_sync(0xffffffffu, lane < m && key > kk));
+
+				if (lane == 0) {
+					misc[1] = kk;
+					misc[2] = need - gt;
+				}
+			}
+			__syncthreads();
+			kv = misc[1];
+			need = misc[2];
+			break;
+		}
+		sft = sft > 11 ? sft - 11 : 0;
+		for (uint32_t i = tid; i < DSA_IX_BINS; i += DSA_IX_TK_THREADS)
+			hist[i] = 0;
+		__syncthreads();
+		for (uint32_t i = tid; i < ((total + 31) & ~31u); i += DSA_IX_TK_THREADS) {
+			uint32_t d = i < total ? fk[i] - base : 0xffffffffu;
+
+			dsa_ix_count_w(hist, d <= span, d >> sft);
+		}
+		__syncthreads();
+	}
+
+	/* 5. */
+	dsa_emit(fk, total, kv, 0xffffffffu, need, sh,
+		 [&](uint32_t o, uint32_t i) { orow[o] = (int32_t)fp[i]; });
+	return 1;
+}
+
+/*
+ * Grid T, 1024 threads: the k = min(topk, n) best of the n keys of row t
+ * (n = min(pos[t], max_pos) + 1), by key and then the smaller position,
+ * into sel row t in ascending position, -1 after them, n_sel[t] = k.
+ * k = n takes every position. A row of at most rowcap keys (0: none) with
+ * n > 4 k or n <= DSA_IX_FCAP goes through shared memory
+ * (dsa_ix_topk_smem), any other or one that path gives back through L2
+ * (dsa_ix_topk_l2).
+ *
+ * Shared memory: max(rowcap + 2 DSA_IX_FCAP words (none where rowcap is
+ * 0), the gather buffers of dsa_ix_topk_l2: cap keys and cap positions, cap
+ * a power of two >= topk), then two histograms of DSA_IX_BINS words, 32
+ * warp sums, 2 x 32 + 8 words, dsa_sel_shared.
+ */
+HACCEL_K void __launch_bounds__(DSA_IX_TK_THREADS, 1)
+haccel_dsa_ix_topk(int32_t *sel, uint32_t *n_sel, const uint32_t *keys, uint32_t stride,
+		   const uint32_t *pos, uint32_t max_pos, uint32_t topk, uint32_t cap,
+		   uint32_t rowcap)
+{
+	HAC_PDL();
+	uint32_t t = blockIdx.x, tid = threadIdx.x;
+	uint32_t n = dsa_minu(pos[t], max_pos) + 1, k = dsa_minu(topk, n);
+	const uint32_t *row = keys + (size_t)t * stride;
+	uint32_t words = rowcap ? rowcap + 2 * DSA_IX_FCAP : 0;
+	uint32_t *buf = (uint32_t *)dsa_smem, *hist = buf + (words > 2 * cap ? words : 2 * cap);
+	uint32_t *wsum = hist + 2 * DSA_IX_BINS, *wa = wsum + 32, *wb = wa + 32, *misc = wb + 32;
+	struct dsa_sel_shared *sh = (struct dsa_sel_shared *)(misc + 8);
+	int32_t *srow = sel + (size_t)t * topk;
+
+	if (k == n) {
+		for (uint32_t j = tid; j < n; j += DSA_IX_TK_THREADS)
+			srow[j] = (int32_t)j;
+	} else if (n > rowcap || (n <= 4 * k && n > DSA_IX_FCAP) ||
+		   !dsa_ix_topk_smem(srow, row, n, k, buf, rowcap, hist, wsum, wa, wb, misc,
+				     sh)) {
+		__syncthreads(); /* the staged path's buffers */
+		dsa_ix_topk_l2(srow, row, n, k, cap, buf, buf + cap, hist, wsum, sh);
 	}
 	for (uint32_t j = k + tid; j < topk; j += DSA_IX_TK_THREADS)
 		srow[j] = -1;

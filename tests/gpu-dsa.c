@@ -691,6 +691,23 @@ static void check_indexer(struct haccel__gpu *g, const struct paged *pg, const u
 		      "indexer: rope dim %u layout %d in the indexer selects otherwise than "
 		      "haccel__cuda_rope_hadamard before it", r->rope->dim, r->rope->layout);
 	}
+	{
+		/* The top-k kernel's other path (rows through L2 in every pass,
+		 * not staged in shared memory): the same lists, bit for bit. */
+		int was = g->ix_topk;
+
+		g->ix_topk = was ? 0 : 1;
+		KTAP_ASSERT(gpu_g->cu->MemsetD8Async(dsel, 0x77, (size_t)T * topk * 4,
+						     gpu_g->stream) == 0);
+		KTAP_ASSERT_EQ(haccel__cuda_indexer_topk(g, NULL, dsel, dn, dq, dw, T, IH, dpos,
+							 drow, dreg, dbt, pg->stride, pg->P,
+							 topk, r->max_pos, dscr, r->rope), 0);
+		g->ix_topk = was;
+		gpu_down(got2, dsel, (size_t)T * topk * sizeof(int32_t));
+		CHECK(memcmp(got, got2, (size_t)T * topk * sizeof(int32_t)) == 0,
+		      "indexer: the top-k through %s selects otherwise than through %s",
+		      was ? "shared memory" : "L2", was ? "L2" : "shared memory");
+	}
 	if (r->twice) {
 		/* Poison the outputs: the second call must write all of them. */
 		KTAP_ASSERT(gpu_g->cu->MemsetD8Async(dsel, 0x77, (size_t)T * topk * 4,

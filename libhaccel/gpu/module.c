@@ -65,6 +65,8 @@ int haccel__gpu_get(struct haccel_ctx *ctx, struct haccel__gpu **out)
 					      0;
 	env = getenv("HACCEL_MLA_MERGE");
 	g->mla_merge = env && !strcmp(env, "kernel") ? 1 : 0;
+	env = getenv("HACCEL_IX_TOPK");
+	g->ix_topk = env && !strcmp(env, "l2") ? 1 : 0;
 	env = getenv("HACCEL_PDL");
 	g->pdl = cu->cc_major >= 9 && !(env && !strcmp(env, "0"));
 	pthread_mutexattr_t ma;

@@ -43,6 +43,7 @@ struct haccel__gpu {
 	int sparse_mla;            /* HACCEL_SPARSE_MLA (16-head groups): 0 auto, 1 mma, 2 ws */
 	bool pdl;                  /* programmatic dependent launches (sm_90+) */
 	int mla_merge;             /* HACCEL_MLA_MERGE: 0 auto (in the cluster), 1 kernel */
+	int ix_topk;               /* HACCEL_IX_TOPK: 0 auto (rows staged in shared memory), 1 l2 */
 	struct {
 		void *fn;
 		unsigned int cx;

@@ -142,6 +142,11 @@ int haccel__cuda_index_k_fused(struct haccel__gpu *g, void *stream, haccel__dptr
 #define IX_MAX_POS 0x7fffff00u /* max_pos below this: positions < 2^31 */
 #define IX_MAX_TOPK 4096    /* the gather buffers hold at least this */
 #define IX_SORT_CAP 16384   /* entries of the top-k kernel's gather buffers */
+#define IX_FCAP 8192        /* its gathered keys of a staged row (DSA_IX_FCAP) */
+/* The top-k kernel's rows staged in shared memory: at most this many keys,
+ * so that the row, its gathered keys and positions and the rest fit in
+ * MAX_SMEM (and P = n / 1024 <= 64 in its bit masks). */
+#define IX_ROWCAP 36864
 #define IX_KEYS (1u << 24)  /* key words of scratch before tokens are grouped */
 #define IX_GROUP 256        /* tokens a group at most */
 /* A token's prepared queries at IH = 128 (dsa.cu: dsa_ix_qbytes) */
@@ -270,7 +275,20 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
 	 * smaller than topk, no larger than a row needs (or IX_SORT_CAP). */
 	while (cap < topk || (cap < IX_SORT_CAP && cap < (uint64_t)max_pos + 1))
 		cap <<= 1;
-	uint32_t cap32 = (uint32_t)cap, smem_t = cap32 * 8 + (2048 + 32) * 4 + 272;
+	/* Rows of up to rowcap keys are staged in shared memory (dsa.cu,
+	 * haccel_dsa_ix_topk): its buffers, or the gather buffers where
+	 * larger, then two histograms, 32 + 2 x 32 + 8 words and 272 bytes
+	 * (dsa_sel_shared). */
+	uint32_t cap32 = (uint32_t)cap, rowcap = (uint32_t)ix_stride(max_pos);
+	uint32_t g_ix = g->ix_topk;
+
+	if (rowcap > IX_ROWCAP || g_ix == 1)
+		rowcap = 0;
+	uint64_t words = rowcap ? rowcap + 2 * IX_FCAP : 0;
+
+	if (words < 2 * cap)
+		words = 2 * cap;
+	uint32_t smem_t = (uint32_t)(words * 4 + (2 * 2048 + 32 + 64 + 8) * 4 + 272);
 	int ret = haccel__gpu_fn(g, "haccel_dsa_ix_prep", &fprep);
 	if (!ret)
 		ret = haccel__gpu_fn(g, dyn ? "haccel_dsa_ix_score_dyn" : "haccel_dsa_ix_score",
@@ -301,7 +319,7 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
 					     &bt_stride, &page_tokens, &max_pos, &mode, &chunk);
 		if (!ret)
 			ret = HACCEL__LAUNCH(g, ftopk, n, 1, 1, 1024, 1, 1, smem_t, stream, &st, &nt,
-					     &keys, &stride, &pt, &max_pos, &topk, &cap32);
+					     &keys, &stride, &pt, &max_pos, &topk, &cap32, &rowcap);
 	}
 	return ret;
 }
