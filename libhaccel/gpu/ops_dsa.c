@@ -280,9 +280,8 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
 	 * larger, then two histograms, 32 + 2 x 32 + 8 words and 272 bytes
 	 * (dsa_sel_shared). */
 	uint32_t cap32 = (uint32_t)cap, rowcap = (uint32_t)ix_stride(max_pos);
-	uint32_t g_ix = g->ix_topk;
 
-	if (rowcap > IX_ROWCAP || g_ix == 1)
+	if (rowcap > IX_ROWCAP || g->ix_topk)
 		rowcap = 0;
 	uint64_t words = rowcap ? rowcap + 2 * IX_FCAP : 0;
 
