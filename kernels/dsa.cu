@@ -1302,26 +1302,23 @@ __device__ __forceinline__ void dsa_ix_rowkeys(const uint32_t *row, uint32_t n, 
  * thread order; *total gets the sum. */
 __device__ uint32_t dsa_ix_block_scan(uint32_t v, uint32_t *wsum, uint32_t *total)
 {
-	uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, incl = v, before = 0, all = 0;
+	uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, incl = v;
 
 	for (int o = 1; o < 32; o <<= 1) {
-		uint32_t x = __shfl_up_sync(0xffffffffu, incl, o);
+		uint32_t y = __shfl_up_sync(0xffffffffu, incl, o);
 
 		if (lane >= (uint32_t)o)
-			incl += x;
+			incl += y;
 	}
 	__syncthreads(); /* wsum may still be read by an earlier caller */
 	if (lane == 31)
 		wsum[warp] = incl;
 	__syncthreads();
-	for (uint32_t w = 0; w < 32; w++) {
-		uint32_t x = wsum[w];
+	/* the warps' sums, one a lane */
+	uint32_t x = wsum[lane];
 
-		before += w < warp ? x : 0;
-		all += x;
-	}
-	*total = all;
-	return before + incl - v;
+	*total = __reduce_add_sync(0xffffffffu, x);
+	return __reduce_add_sync(0xffffffffu, lane < warp ? x : 0) + incl - v;
 }
 
 /* The keys >= lo a thread meets in dsa_ix_rowpass. */
@@ -1345,6 +1342,16 @@ __device__ __forceinline__ uint32_t dsa_ix_warp_offset(const uint32_t *row, uint
 	uint32_t off = dsa_ix_block_scan(dsa_ix_count_ge(row, n, lo), wsum, total);
 
 	return __shfl_sync(0xffffffffu, off, 0);
+}
+
+/* The sample's rank for lo: of 1024 keys sampled across n, the k-th of the
+ * row is expected at rank r = k 1024 / n; lo is taken 3 sqrt(r) + 4 ranks
+ * lower (1-based, at most 1024). */
+__device__ __forceinline__ uint32_t dsa_ix_sample_rank(uint32_t k, uint32_t n)
+{
+	uint32_t r = (uint32_t)((uint64_t)k * 1024 / n);
+
+	return dsa_minu(1023, r + 3 * (uint32_t)sqrtf((float)r) + 4) + 1;
 }
 
 /*
@@ -1374,14 +1381,10 @@ __device__ void dsa_ix_topk_l2(int32_t *srow, const uint32_t *row, uint32_t n, u
 	uint32_t tid = threadIdx.x, lo = 0, total, off, prefix, mask, need;
 
 	if (n > cap) {
-		/* The sample: key tid * n / 1024, rank r of the k-th expected
-		 * at k * 1024 / n, lo a margin of 3 sqrt(r) + 4 ranks lower. */
-		uint32_t r = (uint32_t)((uint64_t)k * 1024 / n);
-		uint32_t idx = dsa_minu(1023, r + 3 * (uint32_t)sqrtf((float)r) + 4);
-
+		/* The sample: key tid * n / 1024 (dsa_ix_sample_rank). */
 		gk[tid] = __ldcg(&row[(uint64_t)tid * n / 1024]);
 		__syncthreads();
-		dsa_kth(gk, 1024, idx + 1, hist, wsum, sh, &lo, &mask, &need);
+		dsa_kth(gk, 1024, dsa_ix_sample_rank(k, n), hist, wsum, sh, &lo, &mask, &need);
 	}
 	/* Where this warp's keys >= lo go: in row order, so the gather
 	 * needs no atomics. */
@@ -1475,29 +1478,6 @@ __device__ __forceinline__ void dsa_ix_count_w(uint32_t *hist, bool ok, uint32_t
 	}
 }
 
-/* The exclusive prefix of v over the block's threads (in thread order)
- * and *total the sum: as dsa_ix_block_scan, the warps' sums added by a
- * warp-wide reduction. */
-__device__ __forceinline__ uint32_t dsa_ix_block_scan_r(uint32_t v, uint32_t *wsum,
-							uint32_t *total)
-{
-	uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, incl = v;
-
-	for (int o = 1; o < 32; o <<= 1) {
-		uint32_t x = __shfl_up_sync(0xffffffffu, incl, o);
-
-		if (lane >= (uint32_t)o)
-			incl += x;
-	}
-	if (lane == 31)
-		wsum[warp] = incl;
-	__syncthreads();
-	uint32_t x = wsum[lane];
-
-	*total = __reduce_add_sync(0xffffffffu, x);
-	return __reduce_add_sync(0xffffffffu, lane < warp ? x : 0) + incl - v;
-}
-
 /*
  * The same answer as dsa_ix_topk_l2 with the row staged in shared memory
  * (srow, n <= its rowcap words), read once from L2. Returns 0, having
@@ -1580,13 +1560,11 @@ __device__ int dsa_ix_topk_smem(int32_t *orow, const uint32_t *row, uint32_t n, 
 
 	/* 2. */
 	if (n > 4 * k) {
-		uint32_t r = (uint32_t)((uint64_t)k * 1024 / n);
-		uint32_t idx = dsa_minu(1023, r + 3 * (uint32_t)sqrtf((float)r) + 4);
 		uint32_t s = srow[(uint64_t)tid * n / 1024], sft = dsa_ix_wshift(mx - mn);
 
 		dsa_ix_count_w(hist2, true, (s - mn) >> sft);
 		__syncthreads();
-		dsa_ix_thresh(hist2, idx + 1, wsum, sh);
+		dsa_ix_thresh(hist2, dsa_ix_sample_rank(k, n), wsum, sh);
 		lo = mn + (sh->digit << sft);
 	}
 
@@ -1607,7 +1585,7 @@ __device__ int dsa_ix_topk_smem(int32_t *orow, const uint32_t *row, uint32_t n, 
 
 		mask |= (uint64_t)(nib & valid) << (4 * q);
 	}
-	off = dsa_ix_block_scan_r((uint32_t)__popcll(mask), wsum, &total);
+	off = dsa_ix_block_scan((uint32_t)__popcll(mask), wsum, &total);
 	if (total < k || total > DSA_IX_FCAP)
 		return 0;
 
