@@ -1533,10 +1533,11 @@ __device__ int dsa_ix_topk_smem(int32_t *orow, const uint32_t *row, uint32_t n, 
 #pragma unroll
 		for (int j = 0; j < DSA_IX_ROW_LOADS; j++) {
 			uint32_t i = b + 4 * DSA_IX_TK_THREADS * j;
-			uint32_t v[4] = { u[j].x, u[j].y, u[j].z, u[j].w };
 
 			if (i >= n4)
 				continue;
+			uint32_t v[4] = { u[j].x, u[j].y, u[j].z, u[j].w };
+
 			*(uint4 *)(srow + i) = u[j];
 #pragma unroll
 			for (int e = 0; e < 4; e++)
