@@ -1198,8 +1198,9 @@ struct mla_cfg {
  * leaves a margin of several times. n_sel = 0 must give exact zeros.
  * Where the splits merge in clusters, the combine kernel's merge
  * (HACCEL_MLA_MERGE=kernel) must give the same bits. The
- * configurations cover both kernels (16-head groups: H <= 16; 32-head
- * groups above), one split and many, and partial last tiles.
+ * configurations cover every kernel (16-head groups, one or several a
+ * token, the last one padded; 32-head groups above 16 heads), one split
+ * and many, and partial last tiles.
  *
  * The inputs and the CPU's outputs are made once a configuration and
  * every kernel of its head count (modes, HACCEL_SPARSE_MLA's values) is
@@ -1315,7 +1316,9 @@ static void check_mla_kernel(struct haccel__gpu *g, const struct mla_cfg *c,
 
 	ktap_diag("sparse MLA%s: H %u dr %u T %u topk %u page_tokens %u scale %g scratch %zu, "
 		  "%u splits%s",
-		  H > 16 ? "" : g->sparse_mla == 1 ? " (16-head mma kernel)" : " (16-head ws kernel)",
+		  g->sparse_mla == 4 && H > 16 ? " (32-head kernel)" :
+		  g->sparse_mla == 1	       ? " (16-head mma kernel)" :
+						 " (16-head ws kernel)",
 		  H, dr, T, topk, c->P, (double)c->scale, sb,
 		  haccel__cuda_sparse_mla_splits(haccel__gpu_sms(g), T, H, topk),
 		  cm ? " merged in clusters" : "");
@@ -1430,7 +1433,7 @@ static void check_mla_kernel(struct haccel__gpu *g, const struct mla_cfg *c,
  * One configuration: its pages, queries and selections, the CPU's
  * outputs, then each kernel in modes (HACCEL_SPARSE_MLA's values: 0 the
  * default, 1 the 16-head mma kernel, 2 the ws kernel, checked against its
- * three-warpgroup form too).
+ * three-warpgroup form too, 4 the 32-head kernel above 16 heads).
  */
 static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c, const int *modes,
 		      unsigned int n_modes)
@@ -1520,11 +1523,12 @@ static void check_mla(struct haccel__gpu *g, const struct mla_cfg *c, const int 
  * H = 1, 4, 8, 16, 64 (and 40, 128: padded and several head groups), dr =
  * 64, 48, 32, 16 and 0, topk from 64 to 2048, n_sel below topk and 0, one
  * split (written directly) and many (combined), one tile a split and many.
- * Each 16-head configuration runs through both 16-head kernels, each
- * forced as HACCEL_SPARSE_MLA=ws and mma do: the warp-specialized one (the
- * default where a split has 2 tiles or more; its four-warpgroup form
- * checked against its three-warpgroup one within the fp16 rounding of
- * the probabilities) and the one on 8 warps.
+ * Each configuration runs through both 16-head kernels (ceil(H / 16)
+ * head groups a token), each forced as HACCEL_SPARSE_MLA=ws and mma do:
+ * the warp-specialized one (the default where a split has 2 tiles or
+ * more; its four-warpgroup form checked against its three-warpgroup one
+ * within the fp16 rounding of the probabilities) and the one on 8 warps;
+ * above 16 heads the 32-head kernel too (HACCEL_SPARSE_MLA=h32).
  */
 static void test_sparse_mla(void)
 {
@@ -1565,14 +1569,10 @@ static void test_sparse_mla(void)
 	};
 	int keep = g->sparse_mla;
 
-	static const int m16[] = { 2, 1 }, m32[] = { 0 };
+	static const int modes[] = { 2, 1, 4 };
 
-	for (unsigned int i = 0; i < sizeof(cfg) / sizeof(cfg[0]); i++) {
-		if (cfg[i].H <= 16)
-			check_mla(g, &cfg[i], m16, 2);
-		else
-			check_mla(g, &cfg[i], m32, 1);
-	}
+	for (unsigned int i = 0; i < sizeof(cfg) / sizeof(cfg[0]); i++)
+		check_mla(g, &cfg[i], modes, cfg[i].H > 16 ? 3 : 2);
 	g->sparse_mla = keep;
 	for (uint32_t i = 0; i < g->n_clusters; i++)
 		ktap_diag("clusters of %u resident at once: %d (-1: none)", g->clusters[i].cx,
@@ -1619,10 +1619,13 @@ static void test_scratch_sizes(void)
 					/* 16-head groups: one wave of blocks, unless a
 					 * split would pass 32 tiles or the token has
 					 * only one */
-					if (Hs[h] <= 16 && (uint64_t)T * n > sms[m] &&
-					    n > (least > 1 ? least : 1) && waves++ < 5)
-						ktap_diag("sparse MLA %u SMs, H %u topk %u, T %u: %u splits, %u blocks",
-							  sms[m], Hs[h], ks[k], T, n, T * n);
+					uint64_t blocks = (uint64_t)T * n * ((Hs[h] + 15) / 16);
+
+					if (blocks > sms[m] && n > (least > 1 ? least : 1) &&
+					    waves++ < 5)
+						ktap_diag("sparse MLA %u SMs, H %u topk %u, T %u: %u splits, %llu blocks",
+							  sms[m], Hs[h], ks[k], T, n,
+							  (unsigned long long)blocks);
 				}
 			}
 	KTAP_EXPECT_EQ(bad, 0);

@@ -446,9 +446,11 @@ struct dsa_opts {
 
 static const char *const pages_tag[] = { "", " pages=contiguous", " pages=shared" };
 
-/* B query tokens, each at position ctx - 1 of its own sequence. */
+/* B query tokens, each at position ctx - 1 of its own sequence; the
+ * indexer's row only with ix (its selections are made either way: sparse
+ * MLA reads them). */
 static int bench_dsa(struct gb *b, uint32_t B, const struct dsa_opts *o, uint32_t H,
-		     uint32_t topk)
+		     uint32_t topk, bool ix)
 {
 	uint32_t ctx = o->ctx, IH = o->IH;
 	unsigned int mark = b->n;
@@ -500,7 +502,8 @@ static int bench_dsa(struct gb *b, uint32_t B, const struct dsa_opts *o, uint32_
 	}
 	snprintf(shape, sizeof(shape), "batch=%u ctx=%u IH=%u topk=%u%s", B, ctx, IH, topk,
 		 pages_tag[o->pages]);
-	row(b, "indexer_topk", shape, t, (double)n_rec * 132, 0);
+	if (ix)
+		row(b, "indexer_topk", shape, t, (double)n_rec * 132, 0);
 
 	/* Sparse MLA over the selection just made, in its own KV region. */
 	struct mla_arg ma = { .T = B, .H = H, .topk = topk, .bt_stride = pages,
@@ -782,8 +785,9 @@ static void kusage(FILE *f)
 		"  kda_decode    batch 1..256 sequences of 32 and 64 heads (128 x 128 state)\n"
 		"  kda_chunked   one 8192-token prefill, 32 and 64 heads\n"
 		"  indexer_topk  batch 1..64 queries at 64K context, 32 index heads, top-k 2048\n"
-		"  sparse_mla    the same selections, 16 and 64 heads; launched back\n"
-		"                to back and replayed from one CUDA graph\n"
+		"  sparse_mla    the same selections, 16 heads (32 and 64 too unless\n"
+		"                --quick); launched back to back and replayed from\n"
+		"                one CUDA graph\n"
 		"  gemm          the decode GEMMs of the small preset at 1, 8, 16, 32\n"
 		"                and 64 rows: the few-row kernel (up to 16 rows) and\n"
 		"                cuBLASLt; a KDA layer's input projections (all six,\n"
@@ -898,9 +902,13 @@ int bench_kernels(int argc, char **argv, int json)
 	bool dsa = want[2] || want[3];
 	for (unsigned int i = 0; dsa && !ret && i < 3; i++)
 		if (!quick || Ds[i] == 32)
-			ret = bench_dsa(&b, Ds[i], &dop, 16, 2048);
-	if (dsa && !ret && !quick)
-		ret = bench_dsa(&b, 32, &dop, 64, 2048);
+			ret = bench_dsa(&b, Ds[i], &dop, 16, 2048, true);
+	/* more heads (the kimi and glm presets' 32 and 64), sparse MLA's
+	 * rows alone */
+	const uint32_t Hm[] = { 32, 64 };
+	for (unsigned int h = 0; dsa && !quick && h < 2; h++)
+		for (unsigned int i = 0; !ret && i < 3; i++)
+			ret = bench_dsa(&b, Ds[i], &dop, Hm[h], 2048, false);
 	/* the decode buckets up to 64 rows */
 	const uint32_t Ms[] = { 1, 8, 16, 32, 64 };
 	const unsigned int n_ms = sizeof(Ms) / sizeof(Ms[0]);

@@ -62,6 +62,7 @@ int haccel__gpu_get(struct haccel_ctx *ctx, struct haccel__gpu **out)
 			!strcmp(env, "mma") ? 1 :
 			!strcmp(env, "ws")  ? 2 :
 			!strcmp(env, "ws3") ? 3 :
+			!strcmp(env, "h32") ? 4 :
 					      0;
 	env = getenv("HACCEL_MLA_MERGE");
 	g->mla_merge = env && !strcmp(env, "kernel") ? 1 : 0;

@@ -40,7 +40,7 @@ struct haccel__gpu {
 	bool gemm_rows_refuse;     /* tests: every rounded shape's algorithm refused */
 	int kda_pass2;             /* HACCEL_KDA_PASS2: 0 auto, 1 mma, 32 or 64 (wg32, wg64) */
 	int kda_tile;              /* HACCEL_KDA_TILE: 0 auto, 32 or 64 columns (recurrence) */
-	int sparse_mla;            /* HACCEL_SPARSE_MLA (16-head groups): 0 auto, 1 mma, 2 ws */
+	int sparse_mla;            /* HACCEL_SPARSE_MLA: 0 auto, 1 mma, 2 ws, 3 ws3, 4 h32 */
 	bool pdl;                  /* programmatic dependent launches (sm_90+) */
 	int mla_merge;             /* HACCEL_MLA_MERGE: 0 auto (in the cluster), 1 kernel */
 	int ix_topk;               /* HACCEL_IX_TOPK: 0 auto (rows staged in shared memory), 1 l2 */

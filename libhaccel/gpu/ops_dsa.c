@@ -331,35 +331,42 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
 #define MLA_WS_NST 4        /* haccel_dsa_mla_h16w: record buffers (DSA_WS_NST) */
 #define MLA_WS_MISC 1376    /* and the bytes between them and the slots (DSA_WS_MISC) */
 /*
- * Blocks worth filling the GPU with. 32-head groups (haccel_dsa_mla_h32,
- * 256 threads, a few tiles a block): about MLA_BLOCKS, measured on an H200
- * (132 SMs), top-k 2048, 2026-12-01: 512 blocks 0.091 ms at batch 32 and
- * 0.134 ms at 64; 264 blocks 0.075 and 0.154; 132 blocks 0.103 at batch 32.
- * 16-head groups (haccel_dsa_mla_h16 and h16w/h16s, one block an SM, tiles
- * pipelined within a block): one wave of at most as many blocks as the
- * device has SMs (sms), so each block runs as many tiles as it can; a
- * second wave would double the call on a device with fewer SMs than the
- * H200's 132.
+ * Blocks worth filling the GPU with. 16-head groups (haccel_dsa_mla_h16
+ * and h16w/h16s, one block an SM, tiles pipelined within a block; every
+ * head count by default, ceil(H / 16) groups a token, each reading the
+ * token's records, the groups of a split in adjacent blocks so that the
+ * copies after the first come from the L2 cache): one wave of at most as
+ * many blocks as the device has SMs (sms), so each block runs as many
+ * tiles as it can; a second wave would double the call on a device with
+ * fewer SMs than the H200's 132. 32-head groups (haccel_dsa_mla_h32, 256
+ * threads, a few tiles a block; HACCEL_SPARSE_MLA=h32 only, the default
+ * for more than 16 heads before 2026-12-06): about MLA_BLOCKS, measured
+ * on an H200 (132 SMs), top-k 2048, 2026-12-01: 512 blocks 0.091 ms at
+ * batch 32 and 0.134 ms at 64; 264 blocks 0.075 and 0.154; 132 blocks
+ * 0.103 at batch 32.
  */
 #define MLA_BLOCKS 512
 
-/* Heads a block: 16 when there are no more, else 32 (two m-tiles). */
-static uint32_t mla_hg(uint32_t H)
+/* Heads a block: 16, or with HACCEL_SPARSE_MLA=h32 and more than 16
+ * heads 32 (two m-tiles). */
+static uint32_t mla_hg(const struct haccel__gpu *g, uint32_t H)
 {
-	return H <= 16 ? 16 : 32;
+	return H > 16 && g && g->sparse_mla == 4 ? 32 : 16;
 }
 
 /*
- * Splits of each token's selection: enough blocks to fill the GPU (about
- * MLA_BLOCKS over tokens and head groups, or one wave on its sms SMs for
- * 16-head groups), no more than there are tiles, no more than
- * MLA_MAX_TILES tiles a split. tps: tiles a split.
+ * Splits of each token's selection, for head groups of hgs heads: enough
+ * blocks to fill the GPU (one wave on its sms SMs for 16-head groups,
+ * about MLA_BLOCKS over tokens and head groups for 32), no more than
+ * there are tiles, no more than MLA_MAX_TILES tiles a split. tps: tiles a
+ * split.
  */
-static uint32_t mla_splits(uint32_t sms, uint32_t T, uint32_t H, uint32_t topk, uint32_t *tps)
+static uint32_t mla_splits(uint32_t sms, uint32_t T, uint32_t H, uint32_t hgs, uint32_t topk,
+			   uint32_t *tps)
 {
-	uint64_t tiles = (topk + MLA_L - 1) / MLA_L, hg = (H + mla_hg(H) - 1) / mla_hg(H);
+	uint64_t tiles = (topk + MLA_L - 1) / MLA_L, hg = (H + hgs - 1) / hgs;
 	uint64_t per = (uint64_t)T * hg;
-	uint64_t n = mla_hg(H) == 16 ? (sms ? sms : 1) / per : (MLA_BLOCKS + per - 1) / per;
+	uint64_t n = hgs == 16 ? (sms ? sms : 1) / per : (MLA_BLOCKS + per - 1) / per;
 
 	if (n > tiles)
 		n = tiles;
@@ -375,7 +382,7 @@ uint32_t haccel__cuda_sparse_mla_splits(uint32_t sms, uint32_t T, uint32_t H, ui
 {
 	uint32_t tps;
 
-	return mla_splits(sms, T, H, topk, &tps);
+	return mla_splits(sms, T, H, 16, topk, &tps);
 }
 
 /*
@@ -395,17 +402,19 @@ size_t haccel__cuda_sparse_mla_scratch(uint32_t sms, uint32_t T, uint32_t H, uin
 	/* (past max(MLA_BLOCKS, sms) tokens both rules give their fewest
 	 * splits) */
 
-	for (uint32_t t = 1; t <= last; t++) {
-		uint64_t n = mla_splits(sms, t, H, topk, &tps);
+	for (uint32_t hgs = 16; hgs <= (H > 16 ? 32u : 16u); hgs += 16) {
+		for (uint32_t t = 1; t <= last; t++) {
+			uint64_t n = mla_splits(sms, t, H, hgs, topk, &tps);
 
-		if (n > 1 && t * n > rows)
-			rows = t * n;
-	}
-	if (T > last) {
-		uint64_t n = mla_splits(sms, T, H, topk, &tps);
+			if (n > 1 && t * n > rows)
+				rows = t * n;
+		}
+		if (T > last) {
+			uint64_t n = mla_splits(sms, T, H, hgs, topk, &tps);
 
-		if (n > 1 && (uint64_t)T * n > rows)
-			rows = (uint64_t)T * n;
+			if (n > 1 && (uint64_t)T * n > rows)
+				rows = (uint64_t)T * n;
+		}
 	}
 	return (size_t)rows * H * (512 + 2) * 4;
 }
@@ -416,7 +425,7 @@ size_t haccel__cuda_sparse_mla_scratch(uint32_t sms, uint32_t T, uint32_t H, uin
  * took 0.03 ms a step longer), HACCEL_SPARSE_MLA=mma|ws forcing one. */
 static bool mla_ws(const struct haccel__gpu *g, uint32_t H, uint32_t tps)
 {
-	return mla_hg(H) == 16 && g->sparse_mla != 1 && (tps >= 2 || g->sparse_mla == 2);
+	return mla_hg(g, H) == 16 && g->sparse_mla != 1 && (tps >= 2 || g->sparse_mla == 2);
 }
 
 /* (dsa.cu) haccel_dsa_mla_h16w: 1024 bytes of alignment, the queries, q_pe,
@@ -443,13 +452,15 @@ static bool mla_sm(const struct haccel__gpu *g, uint32_t tps)
  * h16w's splits of a token (2-8 of them) merge in their cluster (its
  * h16wc form), in place of the combine kernel and with its bits, where a
  * cluster a token can all be resident at once (H200, 2026-12-03:
- * docs/benchmarks.md); HACCEL_MLA_MERGE=kernel keeps the combine kernel.
+ * docs/benchmarks.md) and the token has one head group (the clusters
+ * are n_split adjacent blocks, and a split's head groups are adjacent);
+ * HACCEL_MLA_MERGE=kernel keeps the combine kernel.
  * 1 and the h16wc kernel in *fn (its shared memory set), else 0.
  */
-static int mla_cmerge(struct haccel__gpu *g, uint32_t T, uint32_t n_split, uint32_t smem,
-		      bool sm, void **fn)
+static int mla_cmerge(struct haccel__gpu *g, uint32_t T, uint32_t H, uint32_t n_split,
+		      uint32_t smem, bool sm, void **fn)
 {
-	if (n_split < 2 || n_split > 8 || g->mla_merge ||
+	if (n_split < 2 || n_split > 8 || H > 16 || g->mla_merge ||
 	    haccel__gpu_fn(g, sm ? "haccel_dsa_mla_h16sc" : "haccel_dsa_mla_h16wc", fn) ||
 	    smem_attr(g, *fn, smem))
 		return 0;
@@ -459,11 +470,11 @@ static int mla_cmerge(struct haccel__gpu *g, uint32_t T, uint32_t n_split, uint3
 int haccel__cuda_sparse_mla_cluster(struct haccel__gpu *g, uint32_t T, uint32_t H,
 				    uint32_t topk)
 {
-	uint32_t tps, n_split = mla_splits(haccel__gpu_sms(g), T, H, topk, &tps);
+	uint32_t tps, n_split = mla_splits(haccel__gpu_sms(g), T, H, mla_hg(g, H), topk, &tps);
 	bool sm = mla_sm(g, tps);
 	void *fn;
 
-	return mla_ws(g, H, tps) && mla_cmerge(g, T, n_split, mla_ws_smem(tps, sm), sm, &fn);
+	return mla_ws(g, H, tps) && mla_cmerge(g, T, H, n_split, mla_ws_smem(tps, sm), sm, &fn);
 }
 
 int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_lat,
@@ -473,8 +484,8 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 			    haccel__dptr block_tables, uint32_t bt_stride, uint32_t page_tokens,
 			    float scale, haccel__dptr scratch)
 {
-	uint32_t tps, n_split = mla_splits(haccel__gpu_sms(g), T, H, topk, &tps);
-	uint32_t hgs = mla_hg(H);
+	uint32_t hgs = mla_hg(g, H), tps;
+	uint32_t n_split = mla_splits(haccel__gpu_sms(g), T, H, hgs, topk, &tps);
 	uint32_t n_hg = (H + hgs - 1) / hgs;
 	/* (dsa.cu) haccel_dsa_mla_h16: 1024 bytes of alignment, the queries
 	 * (fp16 hi/lo, bf16 hi/lo), P times each latent tile's factors,
@@ -527,7 +538,7 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 	 * a fourth forms the softmax (DSA_WS_THREADS_S) */
 	unsigned int nth = sm ? 512 : ws ? 384 : 256;
 
-	if (ws && mla_cmerge(g, T, n_split, smem, sm, &fcm))
+	if (ws && mla_cmerge(g, T, H, n_split, smem, sm, &fcm))
 		return haccel__gpu_launch_cl(g, fcm, (uint32_t)blocks, n_split, nth, smem, stream,
 					     args, __FILE__, __LINE__);
 	ret = haccel__gpu_launch(g, fn, (uint32_t)blocks, 1, 1, nth, 1, 1, smem, stream, args,
