@@ -1309,7 +1309,7 @@ static void check_mla_kernel(struct haccel__gpu *g, const struct mla_cfg *c,
 	unsigned int mark = gpu_n_bufs;
 	float *got = xmalloc(n * sizeof(float));
 	haccel__dptr dout = gpu_alloc(n * 4);
-	size_t sb = haccel__cuda_sparse_mla_scratch(haccel__gpu_sms(g), T, H, topk);
+	size_t sb = haccel__cuda_sparse_mla_scratch_gpu(g, T, H, topk);
 	haccel__dptr dscr = gpu_alloc(sb);
 	int cm = haccel__cuda_sparse_mla_cluster(g, T, H, topk);
 	double worst = 0;
@@ -1630,6 +1630,30 @@ static void test_scratch_sizes(void)
 			}
 	KTAP_EXPECT_EQ(bad, 0);
 	KTAP_EXPECT_EQ(waves, 0);
+	/* For a device's handle: the default kernels' size, and with
+	 * HACCEL_SPARSE_MLA=h32 (its own splits above 16 heads) one that
+	 * still serves every smaller call. */
+	uint32_t off = 0;
+
+	for (unsigned int m = 0; m < sizeof(sms) / sizeof(sms[0]); m++)
+		for (unsigned int h = 0; h < sizeof(Hs) / sizeof(Hs[0]); h++) {
+			struct haccel__cuda cu = { .sm_count = (int)sms[m] };
+			struct haccel__gpu dg = { .cu = &cu }, hg = { .cu = &cu, .sparse_mla = 4 };
+			size_t prev = 0;
+
+			for (uint32_t T = 1; T <= 600; T += 3) {
+				size_t d = haccel__cuda_sparse_mla_scratch_gpu(&dg, T, Hs[h], 2048);
+				size_t x = haccel__cuda_sparse_mla_scratch_gpu(&hg, T, Hs[h], 2048);
+
+				if ((d != haccel__cuda_sparse_mla_scratch(sms[m], T, Hs[h], 2048) ||
+				     x < prev || (Hs[h] <= 16 && x != d)) &&
+				    off++ < 5)
+					ktap_diag("sparse MLA %u SMs, H %u, T %u: scratch %zu, h32 %zu (%zu before)",
+						  sms[m], Hs[h], T, d, x, prev);
+				prev = x;
+			}
+		}
+	KTAP_EXPECT_EQ(off, 0);
 	/* The others grow with every argument. */
 	for (uint32_t T = 1; T < 600; T += 7)
 		for (uint32_t p = 1; p < 70000; p += 4099) {

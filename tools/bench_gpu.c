@@ -516,7 +516,7 @@ static int bench_dsa(struct gb *b, uint32_t B, const struct dsa_opts *o, uint32_
 	ma.ql = drand(b, (size_t)B * H * 512, -0.1f, 0.1f);
 	ma.qp = drand(b, (size_t)B * H * 64, -0.1f, 0.1f);
 	ma.o = dalloc(b, (size_t)B * H * 512 * 4);
-	size_t msb = haccel__cuda_sparse_mla_scratch(haccel__gpu_sms(b->g), B, H, topk);
+	size_t msb = haccel__cuda_sparse_mla_scratch_gpu(b->g, B, H, topk);
 	ma.scratch = msb ? dalloc(b, msb) : 0;
 	if (!ma.region || !ma.ql || !ma.qp || !ma.o || (msb && !ma.scratch))
 		goto out;

@@ -272,12 +272,17 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream,
 			      haccel__dptr scratch, const struct haccel__ix_rope *rope);
 /* Sparse MLA decode/prefill, per token t through block_tables row
  * bt_row[t]; as haccel__cpu_sparse_mla. scratch:
- * haccel__cuda_sparse_mla_scratch(haccel__gpu_sms(g), T, H, topk) bytes,
- * enough for any call of T or fewer tokens (every scratch size here is:
- * workspace is carved once for the largest step). splits: how many pieces
- * each token's selection is cut into (1: no scratch used); both depend on
- * sms, the device's multiprocessor count (16-head groups run one wave). */
+ * haccel__cuda_sparse_mla_scratch_gpu(g, T, H, topk) bytes, enough for any
+ * call of T or fewer tokens on g (every scratch size here is: workspace is
+ * carved once for the largest step); _scratch(sms, ...) is the same for
+ * the default kernels on a device of sms multiprocessors (what g needs
+ * unless HACCEL_SPARSE_MLA=h32 picks 32-head groups, whose splits are
+ * more). splits: how many pieces each token's selection is cut into (1:
+ * no scratch used) by the default kernels; both depend on sms (16-head
+ * groups run one wave). */
 size_t haccel__cuda_sparse_mla_scratch(uint32_t sms, uint32_t T, uint32_t H, uint32_t topk);
+size_t haccel__cuda_sparse_mla_scratch_gpu(const struct haccel__gpu *g, uint32_t T, uint32_t H,
+					   uint32_t topk);
 uint32_t haccel__cuda_sparse_mla_splits(uint32_t sms, uint32_t T, uint32_t H, uint32_t topk);
 /* 1 when a call of these shapes merges its splits within clusters of
  * blocks (h16w, 2-8 splits; no combine kernel), else 0. */

@@ -394,7 +394,7 @@ uint32_t haccel__cuda_sparse_mla_splits(uint32_t sms, uint32_t T, uint32_t H, ui
  * step's largest T serves every smaller one. Past MLA_BLOCKS tokens the
  * split count stops changing and the need only grows with T.
  */
-size_t haccel__cuda_sparse_mla_scratch(uint32_t sms, uint32_t T, uint32_t H, uint32_t topk)
+static size_t mla_scratch(uint32_t sms, uint32_t T, uint32_t H, uint32_t hgs, uint32_t topk)
 {
 	uint64_t rows = 0;
 	uint32_t tps, settle = MLA_BLOCKS > sms ? MLA_BLOCKS : sms;
@@ -402,21 +402,30 @@ size_t haccel__cuda_sparse_mla_scratch(uint32_t sms, uint32_t T, uint32_t H, uin
 	/* (past max(MLA_BLOCKS, sms) tokens both rules give their fewest
 	 * splits) */
 
-	for (uint32_t hgs = 16; hgs <= (H > 16 ? 32u : 16u); hgs += 16) {
-		for (uint32_t t = 1; t <= last; t++) {
-			uint64_t n = mla_splits(sms, t, H, hgs, topk, &tps);
+	for (uint32_t t = 1; t <= last; t++) {
+		uint64_t n = mla_splits(sms, t, H, hgs, topk, &tps);
 
-			if (n > 1 && t * n > rows)
-				rows = t * n;
-		}
-		if (T > last) {
-			uint64_t n = mla_splits(sms, T, H, hgs, topk, &tps);
+		if (n > 1 && t * n > rows)
+			rows = t * n;
+	}
+	if (T > last) {
+		uint64_t n = mla_splits(sms, T, H, hgs, topk, &tps);
 
-			if (n > 1 && (uint64_t)T * n > rows)
-				rows = (uint64_t)T * n;
-		}
+		if (n > 1 && (uint64_t)T * n > rows)
+			rows = (uint64_t)T * n;
 	}
 	return (size_t)rows * H * (512 + 2) * 4;
+}
+
+size_t haccel__cuda_sparse_mla_scratch(uint32_t sms, uint32_t T, uint32_t H, uint32_t topk)
+{
+	return mla_scratch(sms, T, H, 16, topk);
+}
+
+size_t haccel__cuda_sparse_mla_scratch_gpu(const struct haccel__gpu *g, uint32_t T, uint32_t H,
+					   uint32_t topk)
+{
+	return mla_scratch(haccel__gpu_sms(g), T, H, mla_hg(g, H), topk);
 }
 
 /* The warp-specialized kernel for 16-head groups where a split has tiles

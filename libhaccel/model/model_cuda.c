@@ -238,8 +238,8 @@ int haccel__gmodel_setup(struct haccel_model *m)
 		CARVE(sel, (uint64_t)Tm * topk * 4);
 		CARVE(n_sel, (uint64_t)Tm * 4);
 		CARVE(idx_scratch, haccel__cuda_indexer_scratch(Tm, m->p.max_seq_tokens, topk));
-		CARVE(mla_scratch, haccel__cuda_sparse_mla_scratch(haccel__gpu_sms(gm->g), Tm,
-								   d->num_heads, topk));
+		CARVE(mla_scratch, haccel__cuda_sparse_mla_scratch_gpu(gm->g, Tm, d->num_heads,
+								       topk));
 		CARVE(bt, (uint64_t)(m->p.max_seqs + 1) * m->bt_stride * 4);
 		gm->pad_row = m->p.max_seqs;
 	}
