@@ -1320,7 +1320,7 @@ static void check_mla_kernel(struct haccel__gpu *g, const struct mla_cfg *c,
 		  g->sparse_mla == 1	       ? " (16-head mma kernel)" :
 						 " (16-head ws kernel)",
 		  H, dr, T, topk, c->P, (double)c->scale, sb,
-		  haccel__cuda_sparse_mla_splits(haccel__gpu_sms(g), T, H, topk),
+		  haccel__cuda_sparse_mla_splits_gpu(g, T, H, topk),
 		  cm ? " merged in clusters" : "");
 	KTAP_ASSERT_EQ(haccel__cuda_sparse_mla(g, NULL, dout, 0, dql, dqp, T, H, dr, dsel, dn, topk,
 					       drow, dreg, dbt, pg->stride, pg->P, c->scale, dscr),
@@ -1644,12 +1644,21 @@ static void test_scratch_sizes(void)
 			for (uint32_t T = 1; T <= 600; T += 3) {
 				size_t d = haccel__cuda_sparse_mla_scratch_gpu(&dg, T, Hs[h], 2048);
 				size_t x = haccel__cuda_sparse_mla_scratch_gpu(&hg, T, Hs[h], 2048);
+				/* the splits each handle runs: the default ones, and
+				 * h32's that its scratch holds (more than the
+				 * default's above 16 heads, where fewer blocks
+				 * fill the GPU) */
+				uint32_t nd = haccel__cuda_sparse_mla_splits_gpu(&dg, T, Hs[h], 2048);
+				uint32_t nx = haccel__cuda_sparse_mla_splits_gpu(&hg, T, Hs[h], 2048);
+				size_t xneed = nx > 1 ? (size_t)T * nx * Hs[h] * 514 * 4 : 0;
 
 				if ((d != haccel__cuda_sparse_mla_scratch(sms[m], T, Hs[h], 2048) ||
-				     x < prev || (Hs[h] <= 16 && x != d)) &&
+				     x < prev || (Hs[h] <= 16 && x != d) ||
+				     nd != haccel__cuda_sparse_mla_splits(sms[m], T, Hs[h], 2048) ||
+				     (Hs[h] <= 16 && nx != nd) || x < xneed) &&
 				    off++ < 5)
-					ktap_diag("sparse MLA %u SMs, H %u, T %u: scratch %zu, h32 %zu (%zu before)",
-						  sms[m], Hs[h], T, d, x, prev);
+					ktap_diag("sparse MLA %u SMs, H %u, T %u: scratch %zu, h32 %zu (%zu before), splits %u, h32 %u",
+						  sms[m], Hs[h], T, d, x, prev, nd, nx);
 				prev = x;
 			}
 		}

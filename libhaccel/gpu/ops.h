@@ -284,6 +284,10 @@ size_t haccel__cuda_sparse_mla_scratch(uint32_t sms, uint32_t T, uint32_t H, uin
 size_t haccel__cuda_sparse_mla_scratch_gpu(const struct haccel__gpu *g, uint32_t T, uint32_t H,
 					   uint32_t topk);
 uint32_t haccel__cuda_sparse_mla_splits(uint32_t sms, uint32_t T, uint32_t H, uint32_t topk);
+/* The splits of a call of these shapes on g, as it will run (with
+ * HACCEL_SPARSE_MLA=h32 above 16 heads, its 32-head groups' own). */
+uint32_t haccel__cuda_sparse_mla_splits_gpu(const struct haccel__gpu *g, uint32_t T, uint32_t H,
+					    uint32_t topk);
 /* 1 when a call of these shapes merges its splits within clusters of
  * blocks (h16w, 2-8 splits; no combine kernel), else 0. */
 int haccel__cuda_sparse_mla_cluster(struct haccel__gpu *g, uint32_t T, uint32_t H,

@@ -417,6 +417,14 @@ static size_t mla_scratch(uint32_t sms, uint32_t T, uint32_t H, uint32_t hgs, ui
 	return (size_t)rows * H * (512 + 2) * 4;
 }
 
+uint32_t haccel__cuda_sparse_mla_splits_gpu(const struct haccel__gpu *g, uint32_t T, uint32_t H,
+					    uint32_t topk)
+{
+	uint32_t tps;
+
+	return mla_splits(haccel__gpu_sms(g), T, H, mla_hg(g, H), topk, &tps);
+}
+
 size_t haccel__cuda_sparse_mla_scratch(uint32_t sms, uint32_t T, uint32_t H, uint32_t topk)
 {
 	return mla_scratch(sms, T, H, 16, topk);
