@@ -818,14 +818,15 @@ static void t_bench_kernels_only(void)
 	KTAP_EXPECT(strstr(r.err, "GPU") == NULL);
 }
 
-/* kernels --index-heads, --context, --pages: documented, and values out of
+/* kernels --index-heads, --context, --pages, --batch: documented, and values out of
  * range are usage errors before any GPU is looked for. */
 static void t_bench_kernels_dsa_shape(void)
 {
 	static const char *const bad[][2] = {
 		{ "--index-heads", "0" }, { "--index-heads", "129" }, { "--index-heads", "16x" },
 		{ "--context", "1024" }, { "--context", "65537" }, { "--context", "524288" },
-		{ "--pages", "random" },
+		{ "--pages", "random" }, { "--batch", "0" },	     { "--batch", "129" },
+		{ "--batch", "1,,32" },	 { "--batch", "1,2,3,4,5,6,7,8,9" },
 	};
 
 	run(&r, "HACCEL_BENCH", "kernels", "--help", NULL);
@@ -834,6 +835,7 @@ static void t_bench_kernels_dsa_shape(void)
 	KTAP_EXPECT(strstr(r.out, "--context N") != NULL);
 	KTAP_EXPECT(strstr(r.out, "--pages P") != NULL);
 	KTAP_EXPECT(strstr(r.out, "or shared") != NULL);
+	KTAP_EXPECT(strstr(r.out, "--batch LIST") != NULL);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		run(&r, "HACCEL_BENCH", "kernels", "--only", "indexer_topk", bad[i][0], bad[i][1],
 		    NULL);

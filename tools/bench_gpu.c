@@ -780,6 +780,7 @@ static void kusage(FILE *f)
 	fprintf(f,
 		"Usage: haccel-bench [--json] kernels [--quick] [--only NAME[,NAME...]]\n"
 		"       [--index-heads N] [--context N] [--pages scattered|contiguous|shared]\n"
+		"       [--batch N[,N...]]\n"
 		"\n"
 		"Time the CUDA kernels on shapes of the issue's targets, each next to the\n"
 		"device copy bandwidth or the cuBLASLt bf16 GEMM rate measured first:\n"
@@ -806,7 +807,9 @@ static void kusage(FILE *f)
 		"                grew together leave them), contiguous (a run a sequence)\n"
 		"                or shared (every query reads sequence 0's pages: the\n"
 		"                records stay in the L2 cache where they fit, so the\n"
-		"                rates are the kernels' own, not the memory's)\n");
+		"                rates are the kernels' own, not the memory's)\n"
+		"  --batch LIST  the indexer's and sparse MLA's batches, 1..128 queries\n"
+		"                each, at most 8 (default 1,32,64; --quick 32)\n");
 }
 
 int bench_kernels(int argc, char **argv, int json)
@@ -816,7 +819,9 @@ int bench_kernels(int argc, char **argv, int json)
 	struct gb b = { 0 };
 	bool quick = false, want[5] = { true, true, true, true, true };
 	struct dsa_opts dop = { .IH = 32, .ctx = DSA_CTX };
-	uint64_t v;
+	uint64_t v, Ds[8] = { 1, 32, 64 };
+	unsigned int nd = 3;
+	bool dset = false;
 	int ret;
 
 	for (int i = 1; i < argc; i++) {
@@ -847,6 +852,26 @@ int bench_kernels(int argc, char **argv, int json)
 				tool_err("kernels: bad --pages '%s' (scattered, contiguous or shared)",
 					 argv[i]);
 				return EXIT_USAGE;
+			}
+		} else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
+			char *s = argv[++i], *tok;
+
+			unsigned int commas = 0;
+
+			for (const char *c = s; *c; c++)
+				commas += *c == ',';
+			if (tool_list_has_empty(s) || commas >= 8) {
+				tool_err("kernels: bad --batch '%s' (1 to 8 comma-separated sizes, each 1..128, none empty)",
+					 s);
+				return EXIT_USAGE;
+			}
+			nd = 0;
+			dset = true;
+			for (tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
+				if (tool_parse_u64(tok, 1, 128, &Ds[nd++])) {
+					tool_err("kernels: bad --batch value '%s' (1..128)", tok);
+					return EXIT_USAGE;
+				}
 			}
 		} else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
 			char *s = argv[++i], *tok;
@@ -899,17 +924,17 @@ int bench_kernels(int argc, char **argv, int json)
 				ret = bench_kda(&b, Hs[h], Bs[i], 0, false);
 	for (unsigned int h = 0; want[1] && !ret && h < 2; h++)
 		ret = bench_kda(&b, Hs[h], 0, 8192, true);
-	const uint32_t Ds[] = { 1, 32, 64 };
+	/* the DSA batches: --batch's, else 1, 32 and 64 (--quick: 32) */
 	bool dsa = want[2] || want[3];
-	for (unsigned int i = 0; dsa && !ret && i < 3; i++)
-		if (!quick || Ds[i] == 32)
-			ret = bench_dsa(&b, Ds[i], &dop, 16, 2048, true);
+	for (unsigned int i = 0; dsa && !ret && i < nd; i++)
+		if (!quick || dset || Ds[i] == 32)
+			ret = bench_dsa(&b, (uint32_t)Ds[i], &dop, 16, 2048, true);
 	/* more heads (the kimi and glm presets' 32 and 64), sparse MLA's
 	 * rows alone */
 	const uint32_t Hm[] = { 32, 64 };
 	for (unsigned int h = 0; dsa && !quick && h < 2; h++)
-		for (unsigned int i = 0; !ret && i < 3; i++)
-			ret = bench_dsa(&b, Ds[i], &dop, Hm[h], 2048, false);
+		for (unsigned int i = 0; !ret && i < nd; i++)
+			ret = bench_dsa(&b, (uint32_t)Ds[i], &dop, Hm[h], 2048, false);
 	/* the decode buckets up to 64 rows */
 	const uint32_t Ms[] = { 1, 8, 16, 32, 64 };
 	const unsigned int n_ms = sizeof(Ms) / sizeof(Ms[0]);
