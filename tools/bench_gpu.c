@@ -775,6 +775,37 @@ static int bench_gemm(struct gb *b, uint32_t M)
 	return 0;
 }
 
+/*
+ * A --batch LIST of at most cap sizes of 1..max into out (*n of them),
+ * for `what` (kernels, decode, prefill); s is cut up. 0, or a usage error
+ * printed and -1.
+ */
+static int parse_batches(const char *what, char *s, uint64_t max, unsigned int cap,
+			 uint64_t *out, unsigned int *n)
+{
+	unsigned int commas = 0;
+
+	for (const char *c = s; *c; c++)
+		commas += *c == ',';
+	if (tool_list_has_empty(s)) {
+		tool_err("%s: bad --batch '%s' (comma-separated sizes, each 1..%llu, none empty)",
+			 what, s, (unsigned long long)max);
+		return -1;
+	}
+	if (commas >= cap) {
+		tool_err("%s: bad --batch '%s': at most %u values", what, s, cap);
+		return -1;
+	}
+	*n = 0;
+	for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ","))
+		if (tool_parse_u64(tok, 1, max, &out[(*n)++])) {
+			tool_err("%s: bad --batch value '%s' (1..%llu)", what, tok,
+				 (unsigned long long)max);
+			return -1;
+		}
+	return 0;
+}
+
 static void kusage(FILE *f)
 {
 	fprintf(f,
@@ -854,25 +885,9 @@ int bench_kernels(int argc, char **argv, int json)
 				return EXIT_USAGE;
 			}
 		} else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
-			char *s = argv[++i], *tok;
-
-			unsigned int commas = 0;
-
-			for (const char *c = s; *c; c++)
-				commas += *c == ',';
-			if (tool_list_has_empty(s) || commas >= 8) {
-				tool_err("kernels: bad --batch '%s' (1 to 8 comma-separated sizes, each 1..128, none empty)",
-					 s);
+			if (parse_batches("kernels", argv[++i], 128, 8, Ds, &nd))
 				return EXIT_USAGE;
-			}
-			nd = 0;
 			dset = true;
-			for (tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
-				if (tool_parse_u64(tok, 1, 128, &Ds[nd++])) {
-					tool_err("kernels: bad --batch value '%s' (1..128)", tok);
-					return EXIT_USAGE;
-				}
-			}
 		} else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
 			char *s = argv[++i], *tok;
 
@@ -1159,24 +1174,8 @@ int bench_model(int argc, char **argv, int json, bool prefill)
 		} else if (!strcmp(argv[i], "--trace") && !prefill) {
 			trace = true;
 		} else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
-			char *s = argv[++i], *tok;
-
-			if (tool_list_has_empty(s)) {
-				tool_err("%s: bad --batch '%s' (comma-separated sizes, each 1..4096, none empty)",
-					 what, s);
+			if (parse_batches(what, argv[++i], 4096, 16, batches, &nb))
 				return EXIT_USAGE;
-			}
-			nb = 0;
-			for (tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
-				if (nb == 16) {
-					tool_err("%s: --batch: at most 16 values", what);
-					return EXIT_USAGE;
-				}
-				if (tool_parse_u64(tok, 1, 4096, &batches[nb++])) {
-					tool_err("%s: bad --batch value '%s' (1..4096)", what, tok);
-					return EXIT_USAGE;
-				}
-			}
 		} else if (!strcmp(argv[i], "--context") && i + 1 < argc) {
 			if (tool_parse_u64(argv[++i], 1, 1u << 20, &ctxn)) {
 				tool_err("%s: bad --context '%s' (1..1048576)", what, argv[i]);
