@@ -3223,6 +3223,137 @@ __device__ __forceinline__ void dsa_ws_cmerge(const float *ob, const float *m_fi
 	cl.sync();
 }
 
+/* L and acc += a split's l and partial, weighted by w. */
+__device__ __forceinline__ void dsa_comb_add(float *L, float *acc, float w, float l, float4 p)
+{
+	*L += w * l;
+	acc[0] += w * p.x;
+	acc[1] += w * p.y;
+	acc[2] += w * p.z;
+	acc[3] += w * p.w;
+}
+
+/*
+ * The flags merge (haccel_dsa_mla_h16sf; ops_dsa.c, mla_flags): where a
+ * token's 2-4 splits would merge in a cluster but not every token's
+ * cluster fits at once (batch 31 and 32 at top-k 2048 on 132 SMs: 30
+ * clusters of 4), each split stores its partial and (m, l) as for the
+ * combine kernel, counts itself in on its token's word (a release), waits
+ * for the token's other splits (an acquire), and then its four
+ * warpgroups, 512 threads, merge its quarter (third, half) of the token's
+ * 2048 (head, 4 dims) units from every split's partial in one round of
+ * loads, with the combine kernel's arithmetic in its order (so its bits).
+ * A split waits for its token's others, so every block must be resident
+ * at once: one block an SM and no more blocks than SMs (ops_dsa.c).
+ * Words at the scratch's start (DSA_FL_WORDS of them, zero before a call
+ * and zero after it): DSA_FL_EXIT, which each block adds 1 to once it has
+ * seen its token's count, and DSA_FL_TOK + t, token t's count; block 0,
+ * past its merge, waits for EXIT to reach the grid, then sets the words
+ * back to zero (no block reads them any more).
+ */
+#define DSA_FL_EXIT 0
+#define DSA_FL_TOK 1
+#define DSA_FL_WORDS 64 /* 256 bytes: MLA_SYNC in ops_dsa.c */
+
+__device__ __forceinline__ uint32_t dsa_ld_acquire(const uint32_t *p)
+{
+	uint32_t v;
+
+	asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+	return v;
+}
+
+__device__ __forceinline__ void dsa_red_release(uint32_t *p, uint32_t v)
+{
+	asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+/* Warpgroup 1's thread 0 once the split's partial and (m, l) are stored
+ * (a block barrier before): count the split in on its token's word, wait
+ * for the token's n splits, then say so on DSA_FL_EXIT. */
+__device__ __forceinline__ void dsa_fl_count(uint32_t *sync, uint32_t t, uint32_t n)
+{
+	uint32_t *tok = sync + DSA_FL_TOK + t;
+
+	dsa_red_release(tok, 1);
+	while (dsa_ld_acquire(tok) < n)
+		;
+	atomicAdd(sync + DSA_FL_EXIT, 1u);
+}
+
+/*
+ * Thread i of the block's 512 (past named barrier 6, which follows the
+ * count): the units split * 2048 / n .. (split + 1) * 2048 / n of token t,
+ * one a round, each from the n <= 4 splits' (m, l) and 4 dims of their
+ * partials, loaded at once (bypassing L1: other SMs wrote them), merged
+ * as haccel_dsa_mla_combine merges; to o_bf (bf16) or else o_lat.
+ */
+__device__ __forceinline__ void dsa_fl_merge(float *o_lat, uint16_t *o_bf, const float *part,
+					     uint32_t t, uint32_t H, uint32_t n, uint32_t split,
+					     uint32_t i)
+{
+	const float *ml = part + (size_t)gridDim.x * H * 512;
+	uint32_t u1 = (split + 1) * 2048 / n;
+
+	for (uint32_t v = split * 2048 / n + i; v < u1; v += 512) {
+		uint32_t h = v >> 7, d = (v & 127) * 4;
+		float M = -INFINITY, L = 0.0f, acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+		float2 e[4];
+		float4 p[4];
+
+		if (h >= H)
+			break;
+#pragma unroll
+		for (uint32_t s = 0; s < 4; s++)
+			if (s < n) {
+				size_t k = ((size_t)t * n + s) * H + h;
+
+				e[s] = __ldcg((const float2 *)(ml + 2 * k));
+				p[s] = __ldcg((const float4 *)(part + k * 512 + d));
+			}
+#pragma unroll
+		for (uint32_t s = 0; s < 4; s++)
+			if (s < n && e[s].y != 0.0f)
+				M = fmaxf(M, e[s].x);
+#pragma unroll
+		for (uint32_t s = 0; s < 4; s++)
+			if (s < n && e[s].y != 0.0f)
+				dsa_comb_add(&L, acc, expf(e[s].x - M), e[s].y, p[s]);
+		dsa_mla_put4(o_lat, o_bf, ((size_t)t * H + h) * 512 + d, acc, L);
+	}
+}
+
+/* Warpgroup 0's (a call too): named barrier 6, its share of the merge. */
+__device__ __noinline__ void dsa_fl_wg0(float *o_lat, uint16_t *o_bf, const float *part,
+					 uint32_t t, uint32_t H, uint32_t n, uint32_t split)
+{
+	dsa_bar(6, 512);
+	dsa_fl_merge(o_lat, o_bf, part, t, H, n, split, threadIdx.x);
+}
+
+/* Warpgroup 1's part (a call, so that its registers are not the
+ * kernel's): the count, named barrier 6, its share of the merge; then
+ * block 0's thread 128 waits for every block past its count and sets the
+ * words back to zero. */
+__device__ __noinline__ void dsa_fl_wg1(float *o_lat, uint16_t *o_bf, const float *part,
+					 uint32_t *sync, uint32_t t, uint32_t H, uint32_t n,
+					 uint32_t split)
+{
+	uint32_t i = threadIdx.x;
+
+	if (i == 128)
+		dsa_fl_count(sync, t, n);
+	dsa_bar(6, 512);
+	dsa_fl_merge(o_lat, o_bf, part, t, H, n, split, i);
+	if (blockIdx.x == 0 && i == 128) {
+		while (dsa_ld_acquire(sync + DSA_FL_EXIT) < gridDim.x)
+			;
+		for (uint32_t k = 0; k < gridDim.x / n; k++)
+			sync[DSA_FL_TOK + k] = 0;
+		sync[DSA_FL_EXIT] = 0;
+	}
+}
+
 /* A softmax's running state, a thread of the warpgroup that forms P. */
 struct dsa_ws_smx {
 	float m_run[4], lt[4];
@@ -3529,8 +3660,8 @@ __device__ __forceinline__ void dsa_ws_softmax_end(dsa_ws_smx &x, float *lsum, f
  * mbarriers; h16s: 6 more, the copier's maxima [2][4 warps][4] and Enew
  * [4 buffers][4]), the split's slots.
  */
-template <bool CM, bool SM>
-__device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
+template <bool CM, bool SM, bool FL = false>
+__device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf, uint32_t *sync)
 {
 	const uint32_t HG = 16, NST = DSA_WS_NST;
 	uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
@@ -3667,6 +3798,11 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 			dsa_ws_cbar();
 			dsa_ws_cbar();
 		}
+		/* h16sf: its share of the token's merge (dsa_fl_merge) */
+		if (FL) {
+			dsa_bar(6, 512);
+			dsa_fl_merge(o_lat, o_bf, part, t, H, n_split, split, tid);
+		}
 		return;
 	}
 	if (SM && warp >= 12) {
@@ -3745,6 +3881,13 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 			/* m in base e, as the combine takes it */
 			ml[0] = m_fin[h] * 0.693147180559945309f;
 			ml[1] = l_fin[h];
+		}
+		/* h16sf: (m, l) stored before warpgroup 1 counts the split
+		 * in, then this warpgroup's share of the merge */
+		if (FL) {
+			dsa_bar(5, 256);
+			dsa_bar(6, 512);
+			dsa_fl_merge(o_lat, o_bf, part, t, H, n_split, split, tid);
 		}
 		return;
 	}
@@ -3879,6 +4022,11 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 			dsa_ws_softmax_end(x, lsum, m_fin, l_fin);
 			dsa_bar(1, 256);
 		}
+		/* h16sf: this warpgroup's share of the merge */
+		if (FL) {
+			dsa_fl_wg0(o_lat, o_bf, part, t, H, n_split, split);
+			return;
+		}
 		if (CM) {
 			dsa_ws_cmerge((const float *)stg, m_fin, l_fin,
 				      (float *)(stg + HG * DSA_WS_OROW * 4), n_split, o_lat, o_bf, t,
@@ -3997,6 +4145,12 @@ __device__ __forceinline__ void dsa_mla_h16w(DSA_MLA_PARAMS, uint16_t *o_bf)
 		return;
 	}
 	dsa_m16_store<8>(o_lat, part, o, fo, l_fin, t, H, h0, n_split, split, nrec, 0);
+	/* h16sf: with the softmax's (m, l) stored too, count the split in,
+	 * wait for the token's others, merge this warpgroup's share */
+	if (FL) {
+		dsa_bar(5, 256);
+		dsa_fl_wg1(o_lat, o_bf, part, sync, t, H, n_split, split);
+	}
 }
 
 /* The kernels: h16wc and h16sc merge the splits of a token within its
@@ -4009,28 +4163,38 @@ HACCEL_K void __launch_bounds__(DSA_WS_THREADS, 1)
 haccel_dsa_mla_h16w(DSA_MLA_PARAMS)
 {
 	HAC_PDL_DEFERRED();
-	dsa_mla_h16w<false, false>(DSA_MLA_ARGS, NULL);
+	dsa_mla_h16w<false, false>(DSA_MLA_ARGS, NULL, NULL);
 }
 
 HACCEL_K void __launch_bounds__(DSA_WS_THREADS, 1)
 haccel_dsa_mla_h16wc(DSA_MLA_PARAMS, uint16_t *o_bf)
 {
 	HAC_PDL_DEFERRED();
-	dsa_mla_h16w<true, false>(DSA_MLA_ARGS, o_bf);
+	dsa_mla_h16w<true, false>(DSA_MLA_ARGS, o_bf, NULL);
 }
 
 HACCEL_K void __launch_bounds__(DSA_WS_THREADS_S, 1)
 haccel_dsa_mla_h16s(DSA_MLA_PARAMS)
 {
 	HAC_PDL_DEFERRED();
-	dsa_mla_h16w<false, true>(DSA_MLA_ARGS, NULL);
+	dsa_mla_h16w<false, true>(DSA_MLA_ARGS, NULL, NULL);
 }
 
 HACCEL_K void __launch_bounds__(DSA_WS_THREADS_S, 1)
 haccel_dsa_mla_h16sc(DSA_MLA_PARAMS, uint16_t *o_bf)
 {
 	HAC_PDL_DEFERRED();
-	dsa_mla_h16w<true, true>(DSA_MLA_ARGS, o_bf);
+	dsa_mla_h16w<true, true>(DSA_MLA_ARGS, o_bf, NULL);
+}
+
+/* h16s whose splits (2-4 a token, one head group) merge through memory in
+ * their own blocks (dsa_fl_merge; sync: the scratch's words, the
+ * partials after them), to o_bf as for the combine, else o_lat. */
+HACCEL_K void __launch_bounds__(DSA_WS_THREADS_S, 1)
+haccel_dsa_mla_h16sf(DSA_MLA_PARAMS, uint16_t *o_bf, uint32_t *sync)
+{
+	HAC_PDL_DEFERRED();
+	dsa_mla_h16w<false, true, true>(DSA_MLA_ARGS, o_bf, sync);
 }
 
 HACCEL_K void __launch_bounds__(DSA_MLA_THREADS, 1)
@@ -4056,16 +4220,6 @@ __device__ __forceinline__ void dsa_comb_load(float2 *e, float4 *p, const float 
 			e[k] = *(const float2 *)(ml + 2 * i);
 			p[k] = *(const float4 *)(part + i * 512 + d);
 		}
-}
-
-/* L and acc += a split's l and partial, weighted by w. */
-__device__ __forceinline__ void dsa_comb_add(float *L, float *acc, float w, float l, float4 p)
-{
-	*L += w * l;
-	acc[0] += w * p.x;
-	acc[1] += w * p.y;
-	acc[2] += w * p.z;
-	acc[3] += w * p.w;
 }
 
 /*

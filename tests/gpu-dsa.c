@@ -1312,28 +1312,58 @@ static void check_mla_kernel(struct haccel__gpu *g, const struct mla_cfg *c,
 	size_t sb = haccel__cuda_sparse_mla_scratch_gpu(g, T, H, topk);
 	haccel__dptr dscr = gpu_alloc(sb);
 	int cm = haccel__cuda_sparse_mla_cluster(g, T, H, topk);
+	int fl = haccel__cuda_sparse_mla_flags(g, T, H, topk);
 	double worst = 0;
 
 	ktap_diag("sparse MLA%s: H %u dr %u T %u topk %u page_tokens %u scale %g scratch %zu, "
-		  "%u splits%s",
+		  "%u splits%s%s",
 		  g->sparse_mla == 4 && H > 16 ? " (32-head kernel)" :
 		  g->sparse_mla == 1	       ? " (16-head mma kernel)" :
 						 " (16-head ws kernel)",
 		  H, dr, T, topk, c->P, (double)c->scale, sb,
 		  haccel__cuda_sparse_mla_splits_gpu(g, T, H, topk),
-		  cm ? " merged in clusters" : "");
+		  cm ? " merged in clusters" : "", fl ? " merged by flags" : "");
 	KTAP_ASSERT_EQ(haccel__cuda_sparse_mla(g, NULL, dout, 0, dql, dqp, T, H, dr, dsel, dn, topk,
 					       drow, dreg, dbt, pg->stride, pg->P, c->scale, dscr),
 		       0);
 	gpu_down(got, dout, n * 4);
-	/* Merged in the cluster, the bits of the combine kernel's merge. */
-	if (cm) {
+	/* Merged by flags (dsa.cu, h16sf): the words at the scratch's start
+	 * zero after the call, and a second call (which counts on them) with
+	 * the same bits. */
+	if (fl) {
+		float *again = xmalloc(n * sizeof(float));
+		uint32_t words[64];
+		size_t off = 0;
+
+		for (int rep = 0; rep < 2; rep++) {
+			gpu_down(words, dscr, sizeof(words));
+			for (unsigned int k = 0; k < 64; k++)
+				CHECK(words[k] == 0, "the flags' word %u is %u after call %d", k,
+				      words[k], rep);
+			if (rep)
+				break;
+			KTAP_ASSERT_EQ(haccel__cuda_sparse_mla(g, NULL, dout, 0, dql, dqp, T, H, dr,
+							       dsel, dn, topk, drow, dreg, dbt,
+							       pg->stride, pg->P, c->scale, dscr),
+				       0);
+		}
+		gpu_down(again, dout, n * 4);
+		while (off < n && !memcmp(&again[off], &got[off], 4))
+			off++;
+		CHECK(off == n, "the flags merge's second call differs at %zu", off);
+		free(again);
+	}
+	/* Merged in the cluster or by flags, the bits of the combine
+	 * kernel's merge. */
+	if (cm || fl) {
 		float *alt = xmalloc(n * sizeof(float));
 		size_t off = 0;
 
 		g->mla_merge = 1;
 		CHECK(!haccel__cuda_sparse_mla_cluster(g, T, H, topk), "%s",
 		      "HACCEL_MLA_MERGE=kernel");
+		CHECK(!haccel__cuda_sparse_mla_flags(g, T, H, topk), "%s",
+		      "HACCEL_MLA_MERGE=kernel, flags");
 		KTAP_ASSERT_EQ(haccel__cuda_sparse_mla(g, NULL, dout, 0, dql, dqp, T, H, dr, dsel,
 						       dn, topk, drow, dreg, dbt, pg->stride, pg->P,
 						       c->scale, dscr),
@@ -1342,8 +1372,9 @@ static void check_mla_kernel(struct haccel__gpu *g, const struct mla_cfg *c,
 		gpu_down(alt, dout, n * 4);
 		while (off < n && !memcmp(&alt[off], &got[off], 4))
 			off++;
-		CHECK(off == n, "the cluster's merge differs from the combine kernel's at %zu: "
-		      "%a against %a", off, off < n ? (double)got[off] : 0.0,
+		CHECK(off == n, "the %s merge differs from the combine kernel's at %zu: "
+		      "%a against %a", cm ? "cluster's" : "flags'", off,
+		      off < n ? (double)got[off] : 0.0,
 		      off < n ? (double)alt[off] : 0.0);
 		free(alt);
 	}
@@ -1562,6 +1593,10 @@ static void test_sparse_mla(void)
 		{ 16, 64, 16, 2048, 64, 0.0721688f, 3000, 2100 },
 		{ 8, 64, 32, 2048, 64, 0.0721688f, 3000, 2100 },
 		{ 16, 64, 64, 2048, 64, 0.0721688f, 3000, 2100 },
+		/* 4 splits a token where 30 clusters of 4 fit (132 SMs): the
+		 * flags merge (8 heads at T = 32 above too) */
+		{ 16, 64, 32, 2048, 64, 0.0721688f, 3000, 2100 },
+		{ 16, 64, 31, 2048, 64, 0.0721688f, 3000, 2100 },
 		/* block-table rows longer than the ws kernel stages in shared
 		 * memory (DSA_WS_BTS, 4096 pages), a token a page: the
 		 * selection's pages found there and past it in global memory */

@@ -274,7 +274,9 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream,
  * bt_row[t]; as haccel__cpu_sparse_mla. scratch:
  * haccel__cuda_sparse_mla_scratch_gpu(g, T, H, topk) bytes, enough for any
  * call of T or fewer tokens on g (every scratch size here is: workspace is
- * carved once for the largest step); _scratch(sms, ...) is the same for
+ * carved once for the largest step), its first 256 bytes zero before the
+ * first call (a call leaves them zero: the flags merge's words, dsa.cu)
+ * and used by one call at a time; _scratch(sms, ...) is the same for
  * the default kernels on a device of sms multiprocessors (what g needs
  * unless HACCEL_SPARSE_MLA=h32 picks 32-head groups, whose splits are
  * more). splits: how many pieces each token's selection is cut into (1:
@@ -292,6 +294,9 @@ uint32_t haccel__cuda_sparse_mla_splits_gpu(const struct haccel__gpu *g, uint32_
  * blocks (h16w, 2-8 splits; no combine kernel), else 0. */
 int haccel__cuda_sparse_mla_cluster(struct haccel__gpu *g, uint32_t T, uint32_t H,
 				    uint32_t topk);
+/* 1 where a call of these shapes merges its splits through memory in its
+ * own blocks (dsa.cu, haccel_dsa_mla_h16sf: no combine kernel), else 0. */
+int haccel__cuda_sparse_mla_flags(struct haccel__gpu *g, uint32_t T, uint32_t H, uint32_t topk);
 /* With o_bf (else 0), the output goes to o_bf [T][H][512] in bf16,
  * rounded as haccel__cuda_to_bf16 rounds: written where the splits merge
  * (the combine kernel, or the cluster), else converted from o_lat (then

@@ -330,6 +330,8 @@ int haccel__cuda_indexer_topk(struct haccel__gpu *g, void *stream, haccel__dptr 
 #define MLA_MAX_TILES 32    /* tiles a split: its slot list in shared memory */
 #define MLA_WS_NST 4        /* haccel_dsa_mla_h16w: record buffers (DSA_WS_NST) */
 #define MLA_WS_MISC 1376    /* and the bytes between them and the slots (DSA_WS_MISC) */
+#define MLA_SYNC 256        /* the flags merge's words at the scratch's start (DSA_FL_WORDS) */
+#define MLA_FL_TOKENS 63    /* tokens those words count (DSA_FL_TOK) */
 /*
  * Blocks worth filling the GPU with. 16-head groups (haccel_dsa_mla_h16
  * and h16w/h16s, one block an SM, tiles pipelined within a block; every
@@ -414,7 +416,8 @@ static size_t mla_scratch(uint32_t sms, uint32_t T, uint32_t H, uint32_t hgs, ui
 		if (n > 1 && (uint64_t)T * n > rows)
 			rows = (uint64_t)T * n;
 	}
-	return (size_t)rows * H * (512 + 2) * 4;
+	/* the partials after the flags merge's words (haccel__cuda_sparse_mla) */
+	return rows ? MLA_SYNC + (size_t)rows * H * (512 + 2) * 4 : 0;
 }
 
 uint32_t haccel__cuda_sparse_mla_splits_gpu(const struct haccel__gpu *g, uint32_t T, uint32_t H,
@@ -484,6 +487,27 @@ static int mla_cmerge(struct haccel__gpu *g, uint32_t T, uint32_t H, uint32_t n_
 	return haccel__gpu_max_clusters(g, *fn, n_split, sm ? 512 : 384, smem) >= T;
 }
 
+/*
+ * The flags merge (dsa.cu, haccel_dsa_mla_h16sf): where h16s's splits of
+ * a token (2-4 of them, one head group) would merge in their cluster but
+ * not every token's cluster fits at once (batch 31 and 32 at top-k 2048
+ * on 132 SMs, where 30 clusters of 4 fit), they merge through memory in
+ * their own blocks instead of through the combine kernel (H100,
+ * 2026-12-07: batch 32 from memory 52.3-52.6% → 54.6-55.1% of copy,
+ * docs/benchmarks.md). A split waits for its token's others, so it needs
+ * every block resident at once: no more blocks than SMs, one an SM.
+ * HACCEL_MLA_MERGE=kernel keeps the combine kernel. 1 where it runs.
+ */
+static int mla_flags(struct haccel__gpu *g, uint32_t T, uint32_t H, uint32_t n_split,
+		     uint32_t smem)
+{
+	void *fn;
+
+	return !g->mla_merge && n_split >= 2 && n_split <= 4 && H <= 16 && T <= MLA_FL_TOKENS &&
+	       (uint64_t)T * n_split <= haccel__gpu_sms(g) &&
+	       !haccel__gpu_fn(g, "haccel_dsa_mla_h16sf", &fn) && !smem_attr(g, fn, smem);
+}
+
 int haccel__cuda_sparse_mla_cluster(struct haccel__gpu *g, uint32_t T, uint32_t H,
 				    uint32_t topk)
 {
@@ -492,6 +516,17 @@ int haccel__cuda_sparse_mla_cluster(struct haccel__gpu *g, uint32_t T, uint32_t 
 	void *fn;
 
 	return mla_ws(g, H, tps) && mla_cmerge(g, T, H, n_split, mla_ws_smem(tps, sm), sm, &fn);
+}
+
+int haccel__cuda_sparse_mla_flags(struct haccel__gpu *g, uint32_t T, uint32_t H, uint32_t topk)
+{
+	uint32_t tps, n_split = mla_splits(haccel__gpu_sms(g), T, H, mla_hg(g, H), topk, &tps);
+	bool sm = mla_sm(g, tps);
+	uint32_t smem = mla_ws_smem(tps, sm);
+	void *fn;
+
+	return mla_ws(g, H, tps) && sm && !mla_cmerge(g, T, H, n_split, smem, sm, &fn) &&
+	       mla_flags(g, T, H, n_split, smem);
 }
 
 int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_lat,
@@ -545,10 +580,13 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 	ret = smem_attr(g, fn, smem);
 	if (ret)
 		return ret;
-	/* (the last: h16wc's alone; the others take the first 18) */
-	void *args[] = { &o_lat, &scratch, &q_lat, &q_pe, &H, &dr, &sel, &n_sel, &topk,
+	/* the partials after the flags merge's words (mla_scratch) */
+	haccel__dptr part = scratch ? scratch + MLA_SYNC : 0, sync = scratch;
+	/* (the last two: h16wc's and h16sc's o_bf, h16sf's o_bf and sync;
+	 * the others take the first 18) */
+	void *args[] = { &o_lat, &part, &q_lat, &q_pe, &H, &dr, &sel, &n_sel, &topk,
 			 &bt_row, &region, &block_tables, &bt_stride, &page_tokens, &scale,
-			 &n_split, &tps, &n_hg, &o_bf };
+			 &n_split, &tps, &n_hg, &o_bf, &sync };
 	void *fcm;
 
 	/* h16w: two warpgroups compute, a third copies (DSA_WS_THREADS); h16s:
@@ -558,6 +596,12 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 	if (ws && mla_cmerge(g, T, H, n_split, smem, sm, &fcm))
 		return haccel__gpu_launch_cl(g, fcm, (uint32_t)blocks, n_split, nth, smem, stream,
 					     args, __FILE__, __LINE__);
+	if (sm && n_hg == 1 && mla_flags(g, T, H, n_split, smem)) {
+		ret = haccel__gpu_fn(g, "haccel_dsa_mla_h16sf", &fcm);
+		return ret ? ret :
+			     haccel__gpu_launch(g, fcm, (uint32_t)blocks, 1, 1, nth, 1, 1, smem,
+						stream, args, __FILE__, __LINE__);
+	}
 	ret = haccel__gpu_launch(g, fn, (uint32_t)blocks, 1, 1, nth, 1, 1, smem, stream, args,
 				 __FILE__, __LINE__);
 	if (!ret && n_split == 1 && o_bf)
@@ -566,6 +610,6 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 		return ret;
 	/* the splits' weights in shared memory (dsa.cu, haccel_dsa_mla_combine) */
 	return HACCEL__LAUNCH(g, comb, T * H, 1, 1, 128, 1, 1, n_split * 4, stream, &o_lat,
-			      &scratch, &T, &H, &n_split, &o_bf);
+			      &part, &T, &H, &n_split, &o_bf);
 }
 
