@@ -1376,6 +1376,38 @@ static void check_mla_kernel(struct haccel__gpu *g, const struct mla_cfg *c,
 		      "%a against %a", cm ? "cluster's" : "flags'", off,
 		      off < n ? (double)got[off] : 0.0,
 		      off < n ? (double)alt[off] : 0.0);
+		/* The calls above made the context's first flags launch
+		 * (cooperative) and a plain one after it. That first launch
+		 * refused (as on a GPU shared through MPS with fewer SMs):
+		 * the call still succeeds, through the combine kernel (its
+		 * bits), and the flags merge stays off for the context. */
+		if (fl) {
+			uint32_t words[64];
+
+			CHECK(g->mla_coop == 1, "the flags merge's first launch: %d", g->mla_coop);
+			g->mla_coop = 0;
+			g->coop_refuse = true;
+			/* NaNs in the output until the call writes it */
+			KTAP_ASSERT(g->cu->MemsetD8Async(dout, 0xff, n * 4, g->stream) == 0);
+			KTAP_ASSERT_EQ(haccel__cuda_sparse_mla(g, NULL, dout, 0, dql, dqp, T, H,
+							       dr, dsel, dn, topk, drow, dreg, dbt,
+							       pg->stride, pg->P, c->scale, dscr),
+				       0);
+			g->coop_refuse = false;
+			CHECK(!haccel__cuda_sparse_mla_flags(g, T, H, topk), "%s",
+			      "the flags merge still on after a refused launch");
+			gpu_down(got, dout, n * 4);
+			CHECK(!memcmp(got, alt, n * 4), "%s",
+			      "a refused flags launch: not the combine kernel's bits");
+			gpu_down(words, dscr, sizeof(words));
+			for (unsigned int k = 0; k < 64; k++)
+				CHECK(words[k] == 0, "the flags' word %u is %u after a refusal", k,
+				      words[k]);
+			CHECK(g->mla_coop == -1, "a refused flags launch: %d", g->mla_coop);
+			g->mla_coop = 0;
+			CHECK(haccel__cuda_sparse_mla_flags(g, T, H, topk), "%s",
+			      "the flags merge not back on");
+		}
 		free(alt);
 	}
 	/* The 16-head ws kernel with its softmax on a fourth warpgroup

@@ -60,7 +60,12 @@ struct haccel__cu_access_desc {     /* CUmemAccessDesc */
 	int flags;
 };
 
+/* CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: not every block of a
+ * cooperative launch could be resident at once */
+#define HACCEL__CU_COOPERATIVE_TOO_LARGE 720
+
 /* CUlaunchAttribute and CUlaunchConfig (cuLaunchKernelEx, CUDA 11.8+) */
+#define HACCEL__CU_LAUNCH_ATTR_COOPERATIVE 2
 #define HACCEL__CU_LAUNCH_ATTR_CLUSTER_DIMENSION 4
 #define HACCEL__CU_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION 6
 

@@ -213,6 +213,28 @@ int haccel__gpu_launch_cl(struct haccel__gpu *g, void *fn, unsigned int gx, unsi
 				"cuLaunchKernelEx", file, line);
 }
 
+int haccel__gpu_launch_coop(struct haccel__gpu *g, void *fn, unsigned int gx, unsigned int bx,
+			    unsigned int smem, void *stream, void **params, const char *file,
+			    int line)
+{
+	struct haccel__cu_launch_attr attr[2] = {
+		{ .id = HACCEL__CU_LAUNCH_ATTR_COOPERATIVE, .value.i = 1 },
+		{ .id = HACCEL__CU_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION, .value.i = 1 },
+	};
+	struct haccel__cu_launch_config cfg = {
+		.gx = gx, .gy = 1, .gz = 1, .bx = bx, .by = 1, .bz = 1, .smem = smem,
+		.stream = stream ? stream : g->stream, .attrs = attr, .n_attrs = g->pdl ? 2 : 1,
+	};
+	int res;
+
+	if (g->coop_refuse)
+		return -EBUSY;
+	res = g->cu->LaunchKernelEx(&cfg, fn, params, NULL);
+	if (res == HACCEL__CU_COOPERATIVE_TOO_LARGE)
+		return -EBUSY;
+	return haccel__cu_check(g->ctx, res, "cuLaunchKernelEx (cooperative)", file, line);
+}
+
 unsigned int haccel__gpu_max_clusters(struct haccel__gpu *g, void *fn, unsigned int cx,
 				      unsigned int bx, unsigned int smem)
 {

@@ -43,6 +43,10 @@ struct haccel__gpu {
 	int sparse_mla;            /* HACCEL_SPARSE_MLA: 0 auto, 1 mma, 2 ws, 3 ws3, 4 h32 */
 	bool pdl;                  /* programmatic dependent launches (sm_90+) */
 	int mla_merge;             /* HACCEL_MLA_MERGE: 0 auto (in the cluster), 1 kernel */
+	int mla_coop;              /* the flags merge's first launch, cooperative (ops_dsa.c):
+				    * 0 not yet made, 1 taken (plain launches from then on),
+				    * -1 refused (the combine kernel from then on) */
+	bool coop_refuse;          /* tests: every cooperative launch refused, none made */
 	int ix_topk;               /* HACCEL_IX_TOPK: 0 auto (rows staged in shared memory), 1 l2 */
 	struct {
 		void *fn;
@@ -114,6 +118,18 @@ int haccel__gpu_launch(struct haccel__gpu *g, void *fn, unsigned int gx,
 int haccel__gpu_launch_cl(struct haccel__gpu *g, void *fn, unsigned int gx, unsigned int cx,
 			  unsigned int bx, unsigned int smem, void *stream, void **params,
 			  const char *file, int line);
+
+/*
+ * The same as one cooperative launch (cuLaunchKernelEx with its
+ * cooperative attribute): the driver starts it only where every block
+ * can be resident at once, so that blocks may wait for each other.
+ * -EBUSY, with no error recorded, where it refuses (a GPU shared through
+ * MPS with fewer SMs, another context's work; the caller takes another
+ * way), or always with g->coop_refuse (tests); else 0 or -errno.
+ */
+int haccel__gpu_launch_coop(struct haccel__gpu *g, void *fn, unsigned int gx, unsigned int bx,
+			    unsigned int smem, void *stream, void **params, const char *file,
+			    int line);
 
 /*
  * How many clusters of cx blocks (at most 8) of bx threads and smem bytes

@@ -495,7 +495,13 @@ static int mla_cmerge(struct haccel__gpu *g, uint32_t T, uint32_t H, uint32_t n_
  * their own blocks instead of through the combine kernel (H100,
  * 2026-12-07: batch 32 from memory 52.3-52.6% → 54.6-55.1% of copy,
  * docs/benchmarks.md). A split waits for its token's others, so it needs
- * every block resident at once: no more blocks than SMs, one an SM.
+ * every block resident at once: no more blocks than SMs, one an SM, and
+ * the context's first such launch is cooperative, so that the driver
+ * refuses it where they would not be (a GPU shared through MPS with fewer
+ * SMs); then, and from then on, the combine kernel merges (g->mla_coop
+ * -1), else the later launches are plain ones (1: a cooperative launch
+ * costs a direct call about 3 µs, H100, 2026-12-07, docs/benchmarks.md;
+ * what it checks holds for the context's life).
  * HACCEL_MLA_MERGE=kernel keeps the combine kernel. 1 where it runs.
  */
 static int mla_flags(struct haccel__gpu *g, uint32_t T, uint32_t H, uint32_t n_split,
@@ -503,7 +509,8 @@ static int mla_flags(struct haccel__gpu *g, uint32_t T, uint32_t H, uint32_t n_s
 {
 	void *fn;
 
-	return !g->mla_merge && n_split >= 2 && n_split <= 4 && H <= 16 && T <= MLA_FL_TOKENS &&
+	return !g->mla_merge && __atomic_load_n(&g->mla_coop, __ATOMIC_RELAXED) >= 0 &&
+	       n_split >= 2 && n_split <= 4 && H <= 16 && T <= MLA_FL_TOKENS &&
 	       (uint64_t)T * n_split <= haccel__gpu_sms(g) &&
 	       !haccel__gpu_fn(g, "haccel_dsa_mla_h16sf", &fn) && !smem_attr(g, fn, smem);
 }
@@ -597,10 +604,22 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 		return haccel__gpu_launch_cl(g, fcm, (uint32_t)blocks, n_split, nth, smem, stream,
 					     args, __FILE__, __LINE__);
 	if (sm && n_hg == 1 && mla_flags(g, T, H, n_split, smem)) {
+		bool coop = __atomic_load_n(&g->mla_coop, __ATOMIC_RELAXED) == 0;
+
 		ret = haccel__gpu_fn(g, "haccel_dsa_mla_h16sf", &fcm);
-		return ret ? ret :
-			     haccel__gpu_launch(g, fcm, (uint32_t)blocks, 1, 1, nth, 1, 1, smem,
-						stream, args, __FILE__, __LINE__);
+		if (!ret && !coop)
+			return haccel__gpu_launch(g, fcm, (uint32_t)blocks, 1, 1, nth, 1, 1, smem,
+						  stream, args, __FILE__, __LINE__);
+		if (!ret)
+			ret = haccel__gpu_launch_coop(g, fcm, (uint32_t)blocks, nth, smem, stream,
+						      args, __FILE__, __LINE__);
+		if (ret != -EBUSY) {
+			if (!ret)
+				__atomic_store_n(&g->mla_coop, 1, __ATOMIC_RELAXED);
+			return ret;
+		}
+		/* refused: not every block can be resident at once here */
+		__atomic_store_n(&g->mla_coop, -1, __ATOMIC_RELAXED);
 	}
 	ret = haccel__gpu_launch(g, fn, (uint32_t)blocks, 1, 1, nth, 1, 1, smem, stream, args,
 				 __FILE__, __LINE__);
