@@ -3233,6 +3233,26 @@ __device__ __forceinline__ void dsa_comb_add(float *L, float *acc, float w, floa
 	acc[3] += w * p.w;
 }
 
+/* The merge of a (token, head)'s n <= N splits, each split's (m, l) e and
+ * its 4 dims p loaded: weights exp(m_s - M) over the splits that saw
+ * records (l_s != 0), acc the weighted sum of the partials; returns L. */
+template <uint32_t N>
+__device__ __forceinline__ float dsa_comb_fold(const float2 *e, const float4 *p, uint32_t n,
+					       float *acc)
+{
+	float M = -INFINITY, L = 0.0f;
+
+#pragma unroll
+	for (uint32_t s = 0; s < N; s++)
+		if (s < n && e[s].y != 0.0f)
+			M = fmaxf(M, e[s].x);
+#pragma unroll
+	for (uint32_t s = 0; s < N; s++)
+		if (s < n && e[s].y != 0.0f)
+			dsa_comb_add(&L, acc, expf(e[s].x - M), e[s].y, p[s]);
+	return L;
+}
+
 /*
  * The flags merge (haccel_dsa_mla_h16sf; ops_dsa.c, mla_flags): where a
  * token's 2-4 splits would merge in a cluster but not every token's
@@ -3297,7 +3317,7 @@ __device__ __forceinline__ void dsa_fl_merge(float *o_lat, uint16_t *o_bf, const
 
 	for (uint32_t v = split * 2048 / n + i; v < u1; v += 512) {
 		uint32_t h = v >> 7, d = (v & 127) * 4;
-		float M = -INFINITY, L = 0.0f, acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+		float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
 		float2 e[4];
 		float4 p[4];
 
@@ -3311,14 +3331,8 @@ __device__ __forceinline__ void dsa_fl_merge(float *o_lat, uint16_t *o_bf, const
 				e[s] = __ldcg((const float2 *)(ml + 2 * k));
 				p[s] = __ldcg((const float4 *)(part + k * 512 + d));
 			}
-#pragma unroll
-		for (uint32_t s = 0; s < 4; s++)
-			if (s < n && e[s].y != 0.0f)
-				M = fmaxf(M, e[s].x);
-#pragma unroll
-		for (uint32_t s = 0; s < 4; s++)
-			if (s < n && e[s].y != 0.0f)
-				dsa_comb_add(&L, acc, expf(e[s].x - M), e[s].y, p[s]);
+		float L = dsa_comb_fold<4>(e, p, n, acc);
+
 		dsa_mla_put4(o_lat, o_bf, ((size_t)t * H + h) * 512 + d, acc, L);
 	}
 }
@@ -4256,14 +4270,7 @@ HACCEL_K void haccel_dsa_mla_combine(float *o_lat, const float *part, uint32_t T
 		/* every split's (m, l) and partial asked for at once: one
 		 * round of loads, no barrier (a split without records: its
 		 * partial loaded, never used) */
-#pragma unroll
-		for (uint32_t s = 0; s < DSA_COMB_ONE; s++)
-			if (s < n_split && e[s].y != 0.0f)
-				M = fmaxf(M, e[s].x);
-#pragma unroll
-		for (uint32_t s = 0; s < DSA_COMB_ONE; s++)
-			if (s < n_split && e[s].y != 0.0f)
-				dsa_comb_add(&L, acc, expf(e[s].x - M), e[s].y, p[s]);
+		L = dsa_comb_fold<DSA_COMB_ONE>(e, p, n_split, acc);
 		dsa_mla_put4(o_lat, o_bf, at, acc, L);
 		return;
 	}

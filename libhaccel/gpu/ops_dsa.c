@@ -502,17 +502,16 @@ static int mla_cmerge(struct haccel__gpu *g, uint32_t T, uint32_t H, uint32_t n_
  * -1), else the later launches are plain ones (1: a cooperative launch
  * costs a direct call about 3 µs, H100, 2026-12-07, docs/benchmarks.md;
  * what it checks holds for the context's life).
- * HACCEL_MLA_MERGE=kernel keeps the combine kernel. 1 where it runs.
+ * HACCEL_MLA_MERGE=kernel keeps the combine kernel. 1 where it runs (*fn
+ * the kernel).
  */
 static int mla_flags(struct haccel__gpu *g, uint32_t T, uint32_t H, uint32_t n_split,
-		     uint32_t smem)
+		     uint32_t smem, void **fn)
 {
-	void *fn;
-
 	return !g->mla_merge && __atomic_load_n(&g->mla_coop, __ATOMIC_RELAXED) >= 0 &&
 	       n_split >= 2 && n_split <= 4 && H <= 16 && T <= MLA_FL_TOKENS &&
 	       (uint64_t)T * n_split <= haccel__gpu_sms(g) &&
-	       !haccel__gpu_fn(g, "haccel_dsa_mla_h16sf", &fn) && !smem_attr(g, fn, smem);
+	       !haccel__gpu_fn(g, "haccel_dsa_mla_h16sf", fn) && !smem_attr(g, *fn, smem);
 }
 
 int haccel__cuda_sparse_mla_cluster(struct haccel__gpu *g, uint32_t T, uint32_t H,
@@ -533,7 +532,7 @@ int haccel__cuda_sparse_mla_flags(struct haccel__gpu *g, uint32_t T, uint32_t H,
 	void *fn;
 
 	return mla_ws(g, H, tps) && sm && !mla_cmerge(g, T, H, n_split, smem, sm, &fn) &&
-	       mla_flags(g, T, H, n_split, smem);
+	       mla_flags(g, T, H, n_split, smem, &fn);
 }
 
 int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_lat,
@@ -603,16 +602,12 @@ int haccel__cuda_sparse_mla(struct haccel__gpu *g, void *stream, haccel__dptr o_
 	if (ws && mla_cmerge(g, T, H, n_split, smem, sm, &fcm))
 		return haccel__gpu_launch_cl(g, fcm, (uint32_t)blocks, n_split, nth, smem, stream,
 					     args, __FILE__, __LINE__);
-	if (sm && n_hg == 1 && mla_flags(g, T, H, n_split, smem)) {
-		bool coop = __atomic_load_n(&g->mla_coop, __ATOMIC_RELAXED) == 0;
-
-		ret = haccel__gpu_fn(g, "haccel_dsa_mla_h16sf", &fcm);
-		if (!ret && !coop)
+	if (sm && n_hg == 1 && mla_flags(g, T, H, n_split, smem, &fcm)) {
+		if (__atomic_load_n(&g->mla_coop, __ATOMIC_RELAXED) > 0)
 			return haccel__gpu_launch(g, fcm, (uint32_t)blocks, 1, 1, nth, 1, 1, smem,
 						  stream, args, __FILE__, __LINE__);
-		if (!ret)
-			ret = haccel__gpu_launch_coop(g, fcm, (uint32_t)blocks, nth, smem, stream,
-						      args, __FILE__, __LINE__);
+		ret = haccel__gpu_launch_coop(g, fcm, (uint32_t)blocks, nth, smem, stream, args,
+					      __FILE__, __LINE__);
 		if (ret != -EBUSY) {
 			if (!ret)
 				__atomic_store_n(&g->mla_coop, 1, __ATOMIC_RELAXED);
